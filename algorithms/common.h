@@ -1,0 +1,18 @@
+// Helpers for algorithm headers. C++17 and nvcc-clean: algorithms compile for host and CUDA.
+#pragma once
+
+#include <cstddef>
+
+#if defined(__CUDACC__)
+#define GYRE_HD __host__ __device__
+#else
+#define GYRE_HD
+#endif
+
+namespace gyre::algo {
+
+GYRE_HD inline size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
+GYRE_HD inline size_t min_(size_t a, size_t b) { return a < b ? a : b; }
+GYRE_HD inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace gyre::algo

@@ -1,0 +1,65 @@
+// The host executor of the primitives: runs on the calling thread, reduces with the CPU
+// kernels, and waits on link counters with the operation's deadline. One HostPrims serves
+// one operation on one channel: it receives from `recvFrom` and sends to `sendTo`.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+
+#include "transport/link.h"
+
+namespace gyre {
+
+struct OpContext {
+  OpDesc desc;
+  int rank = 0;
+  int nranks = 1;
+  Clock::time_point deadline = Clock::time_point::max();
+  Clock::duration timeout = std::chrono::seconds(0);  // for messages
+  const std::atomic<bool>* abort = nullptr;           // set by another thread to stop waits
+  Clock::duration spin = std::chrono::microseconds(20);
+};
+
+class HostPrims {
+ public:
+  HostPrims(const OpContext& ctx, Connection* recvFrom, Connection* sendTo, const void* input,
+            void* output);
+
+  void send(size_t inOff, size_t n) { run(kInput | kSend, inOff, 0, n, false); }
+  void recv(size_t outOff, size_t n) { run(kRecv | kOutput, 0, outOff, n, false); }
+  void copySend(size_t inOff, size_t outOff, size_t n) {
+    run(kInput | kOutput | kSend, inOff, outOff, n, false);
+  }
+  void recvCopySend(size_t outOff, size_t n) { run(kRecv | kOutput | kSend, 0, outOff, n, false); }
+  void recvReduceSend(size_t inOff, size_t n) { run(kRecv | kInput | kSend, inOff, 0, n, false); }
+  void recvReduceCopy(size_t inOff, size_t outOff, size_t n, bool final) {
+    run(kRecv | kInput | kOutput, inOff, outOff, n, final);
+  }
+  void recvReduceCopySend(size_t inOff, size_t outOff, size_t n, bool final) {
+    run(kRecv | kInput | kOutput | kSend, inOff, outOff, n, final);
+  }
+  void localCopy(size_t inOff, size_t outOff, size_t n) {
+    run(kInput | kOutput, inOff, outOff, n, false);
+  }
+
+ private:
+  enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
+  void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final);
+  const std::byte* waitRecv(uint32_t bytes);
+  std::byte* waitSend();
+  template <class Ready>
+  void waitUntil(WaitWord& word, Ready ready, Connection& conn, const char* direction);
+  [[noreturn]] void mismatch(const SlotMeta& meta, uint32_t expectedBytes);
+
+  const OpContext& ctx_;
+  Connection* recvFrom_;
+  Connection* sendTo_;
+  const std::byte* input_;
+  std::byte* output_;
+  size_t elemSize_;
+  size_t sliceElems_ = 0;
+  uint32_t recvHead_ = 0;  // our consumer position on recvFrom_
+  uint32_t sendTail_ = 0;  // our producer position on sendTo_
+};
+
+}  // namespace gyre

@@ -1,0 +1,117 @@
+/* gyre: collective communication for CPU and GPU buffers. C API shaped like NCCL's.
+ *
+ * Every function returns a gyreResult_t. On failure, gyreGetLastError() returns a message
+ * for the calling thread that names the rank and the operation.
+ *
+ * Buffers: `stream == NULL` means host memory and a blocking call. */
+#ifndef GYRE_GYRE_H_
+#define GYRE_GYRE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GYRE_MAJOR 0
+#define GYRE_MINOR 1
+#define GYRE_PATCH 0
+#define GYRE_VERSION_CODE (GYRE_MAJOR * 10000 + GYRE_MINOR * 100 + GYRE_PATCH)
+
+#define GYRE_UNIQUE_ID_BYTES 128
+
+#if defined(__GNUC__)
+#define GYRE_API __attribute__((visibility("default")))
+#else
+#define GYRE_API
+#endif
+
+typedef enum {
+  gyreSuccess = 0,
+  gyreInvalidArgument = 1, /* bad pointer, count, rank, root, dtype or op */
+  gyreInvalidUsage = 2,    /* ranks disagree on a collective; call on a destroyed comm */
+  gyreSystemError = 3,     /* an OS call failed (socket, memory) */
+  gyreRemoteError = 4,     /* a peer failed or disconnected */
+  gyreTimeout = 5,         /* a wait ran past the communicator's deadline */
+  gyreAborted = 6,         /* gyreCommAbort was called */
+  gyreInternalError = 7,
+  gyreNumResults = 8
+} gyreResult_t;
+
+typedef enum {
+  gyreInt8 = 0,
+  gyreUint8 = 1,
+  gyreInt32 = 2,
+  gyreUint32 = 3,
+  gyreInt64 = 4,
+  gyreUint64 = 5,
+  gyreFloat16 = 6,
+  gyreBfloat16 = 7,
+  gyreFloat32 = 8,
+  gyreFloat64 = 9,
+  gyreNumTypes = 10
+} gyreDataType_t;
+
+typedef enum {
+  gyreSum = 0,
+  gyreProd = 1,
+  gyreMin = 2,
+  gyreMax = 3,
+  gyreAvg = 4,
+  gyreNumOps = 5
+} gyreRedOp_t;
+
+typedef struct gyreComm* gyreComm_t;
+
+/* Self-contained bootstrap token: rendezvous address, random job id, secret. */
+typedef struct {
+  char internal[GYRE_UNIQUE_ID_BYTES];
+} gyreUniqueId;
+
+/* Opaque stream handle: a cudaStream_t for device buffers, NULL for host buffers. */
+typedef void* gyreStream_t;
+
+GYRE_API int gyreGetVersion(int* version);
+
+/* Starts a rendezvous server inside the calling process (kept until the process exits) and
+ * returns an id that every rank passes to gyreCommInitRank. */
+GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
+GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
+
+/* Reads GYRE_RANK, GYRE_WORLD_SIZE, GYRE_RENDEZVOUS (or torch's RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT). Without a rendezvous address, rank 0 hosts the server. */
+GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
+
+GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
+/* From any thread: a collective waiting on this communicator fails with gyreAborted, and so
+ * does every later call. Still call gyreCommDestroy afterwards. */
+GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
+/* gyreSuccess, or the error that poisoned the communicator. */
+GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
+GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
+GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+
+GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                           gyreStream_t stream);
+/* recvbuff holds nranks * sendcount elements; in place when sendbuff == recvbuff + rank*sendcount. */
+GYRE_API gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* sendbuff holds nranks * recvcount elements; in place when recvbuff == sendbuff + rank*recvcount. */
+GYRE_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                               gyreStream_t stream);
+/* sendbuff is read on root only. */
+GYRE_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, int root, gyreComm_t comm,
+                           gyreStream_t stream);
+
+GYRE_API const char* gyreGetErrorString(gyreResult_t result);
+/* The message of the last failed call on this thread ("" if none). */
+GYRE_API const char* gyreGetLastError(gyreComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GYRE_GYRE_H_ */

@@ -1,0 +1,27 @@
+// CPU reduction and copy kernels. Each picks the widest instruction set the CPU has
+// (AVX2 + F16C, else baseline x86-64) once, at first use.
+#pragma once
+
+#include <cstddef>
+
+#include "gyre/types.h"
+
+namespace gyre::cpu {
+
+// dst[i] = a[i] op b[i] for i < n; when dst2 is not null it receives the same values.
+// When avgDivisor > 0 the result is then divided by it (the last step of RedOp::avg);
+// otherwise avg reduces like sum. Integers wrap on overflow and divide truncating.
+// dst and dst2 may be exactly a or b, never a partial overlap.
+void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b,
+            size_t n, int avgDivisor);
+
+// dst = src (and dst2 = src when dst2 is not null); a no-op copy where dst == src.
+void copy(void* dst, void* dst2, const void* src, size_t bytes);
+
+// Divides n elements in place by divisor (avg when no reduction step ran, e.g. one rank).
+void divide(DataType type, void* data, size_t n, int divisor);
+
+// The instruction set the kernels use on this CPU, for logs and benchmarks.
+const char* isaName();
+
+}  // namespace gyre::cpu

@@ -1,0 +1,240 @@
+// The C API: argument checks that need no communicator, exceptions turned into result codes,
+// and the last error message kept per thread.
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gyre/gyre.h"
+#include "runtime/communicator.h"
+#include "runtime/store/server.h"
+
+struct gyreComm {
+  std::unique_ptr<gyre::Communicator> impl;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+gyreResult_t toResult(gyre::Code code) { return static_cast<gyreResult_t>(code); }
+
+template <class Fn>
+gyreResult_t guarded(Fn&& fn) {
+  try {
+    fn();
+    return gyreSuccess;
+  } catch (const gyre::Failure& f) {
+    lastError = f.status().message;
+    return toResult(f.status().code);
+  } catch (const std::bad_alloc&) {
+    lastError = "out of memory";
+    return gyreSystemError;
+  } catch (const std::exception& e) {
+    lastError = std::string("internal error: ") + e.what();
+    return gyreInternalError;
+  }
+}
+
+gyre::Communicator& commOf(gyreComm_t comm) {
+  if (!comm || !comm->impl) gyre::fail(gyre::Code::invalid_argument, "comm is null or destroyed");
+  return *comm->impl;
+}
+
+void requireStream(gyreStream_t stream) {
+  if (stream != nullptr) {
+    gyre::fail(gyre::Code::invalid_argument,
+               "a non-null stream means CUDA buffers, which this build does not support");
+  }
+}
+
+gyre::DataType typeOf(gyreDataType_t t) {
+  if (int(t) < 0 || int(t) >= gyreNumTypes) {
+    gyre::fail(gyre::Code::invalid_argument, "unknown data type " + std::to_string(int(t)));
+  }
+  return static_cast<gyre::DataType>(t);
+}
+
+gyre::RedOp opOf(gyreRedOp_t op) {
+  if (int(op) < 0 || int(op) >= gyreNumOps) {
+    gyre::fail(gyre::Code::invalid_argument, "unknown reduction op " + std::to_string(int(op)));
+  }
+  return static_cast<gyre::RedOp>(op);
+}
+
+// Unique id layout (128 bytes): magic "GYU1", u16 port, u8 host length, host (up to 64
+// bytes), job id (32 hex chars).
+constexpr char kIdMagic[4] = {'G', 'Y', 'U', '1'};
+constexpr size_t kIdHostOffset = 7, kIdHostMax = 64, kIdJobOffset = kIdHostOffset + kIdHostMax;
+
+std::mutex serversMutex;
+std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
+
+std::string randomHex(size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  if (RAND_bytes(raw.data(), int(bytes)) != 1) {
+    gyre::fail(gyre::Code::system_error, "no random bytes from the system");
+  }
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
+
+}  // namespace
+
+extern "C" {
+
+int gyreGetVersion(int* version) {
+  if (!version) return gyreInvalidArgument;
+  *version = GYRE_VERSION_CODE;
+  return gyreSuccess;
+}
+
+gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
+  return guarded([&] {
+    if (!uniqueId) gyre::fail(gyre::Code::invalid_argument, "uniqueId is null");
+    gyre::StoreServerOptions options;
+    const char* host = std::getenv("GYRE_RENDEZVOUS_HOST");
+    if (host && *host) options.host = host;
+    if (options.host.size() > kIdHostMax) {
+      gyre::fail(gyre::Code::invalid_argument, "GYRE_RENDEZVOUS_HOST is too long");
+    }
+    auto server = std::make_unique<gyre::StoreServer>(options);
+    server->start();
+    std::memset(uniqueId->internal, 0, sizeof uniqueId->internal);
+    char* id = uniqueId->internal;
+    std::memcpy(id, kIdMagic, 4);
+    const uint16_t port = server->port();
+    std::memcpy(id + 4, &port, 2);
+    id[6] = char(server->host().size());
+    std::memcpy(id + kIdHostOffset, server->host().data(), server->host().size());
+    const std::string job = randomHex(16);
+    std::memcpy(id + kIdJobOffset, job.data(), job.size());
+    std::lock_guard lock(serversMutex);
+    servers.push_back(std::move(server));
+  });
+}
+
+gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    *comm = nullptr;
+    const char* id = commId.internal;
+    const size_t hostLen = size_t(static_cast<unsigned char>(id[6]));
+    if (std::memcmp(id, kIdMagic, 4) != 0 || hostLen == 0 || hostLen > kIdHostMax) {
+      gyre::fail(gyre::Code::invalid_argument, "not a gyreUniqueId (from gyreGetUniqueId)");
+    }
+    uint16_t port;
+    std::memcpy(&port, id + 4, 2);
+    gyre::CommConfig config;
+    config.rank = rank;
+    config.nranks = nranks;
+    config.rendezvous = gyre::joinHostPort(std::string(id + kIdHostOffset, hostLen), port);
+    config.jobId = std::string(id + kIdJobOffset, 32);
+    gyre::applyTuningEnv(config);
+    auto impl = gyre::Communicator::create(std::move(config));
+    *comm = new gyreComm{std::move(impl)};
+  });
+}
+
+gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    *comm = nullptr;
+    auto impl = gyre::Communicator::create(gyre::configFromEnv());
+    *comm = new gyreComm{std::move(impl)};
+  });
+}
+
+gyreResult_t gyreCommDestroy(gyreComm_t comm) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    delete comm;
+  });
+}
+
+gyreResult_t gyreCommAbort(gyreComm_t comm) {
+  return guarded([&] { commOf(comm).abort(); });
+}
+
+gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
+  return guarded([&] {
+    if (!asyncError) gyre::fail(gyre::Code::invalid_argument, "asyncError is null");
+    const gyre::Status s = commOf(comm).asyncError();
+    *asyncError = toResult(s.code);
+    if (!s.ok()) lastError = s.message;
+  });
+}
+
+gyreResult_t gyreCommCount(const gyreComm_t comm, int* count) {
+  return guarded([&] {
+    if (!count) gyre::fail(gyre::Code::invalid_argument, "count is null");
+    *count = commOf(comm).size();
+  });
+}
+
+gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
+  return guarded([&] {
+    if (!rank) gyre::fail(gyre::Code::invalid_argument, "rank is null");
+    *rank = commOf(comm).rank();
+  });
+}
+
+gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                           gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    commOf(comm).allReduce(sendbuff, recvbuff, count, typeOf(datatype), opOf(op));
+  });
+}
+
+gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    commOf(comm).allGather(sendbuff, recvbuff, sendcount, typeOf(datatype));
+  });
+}
+
+gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                               gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, typeOf(datatype), opOf(op));
+  });
+}
+
+gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           gyreDataType_t datatype, int root, gyreComm_t comm,
+                           gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    commOf(comm).broadcast(sendbuff, recvbuff, count, typeOf(datatype), root);
+  });
+}
+
+const char* gyreGetErrorString(gyreResult_t result) {
+  switch (result) {
+    case gyreSuccess: return "no error";
+    case gyreInvalidArgument: return "invalid argument";
+    case gyreInvalidUsage: return "invalid usage";
+    case gyreSystemError: return "system error";
+    case gyreRemoteError: return "remote error";
+    case gyreTimeout: return "timeout";
+    case gyreAborted: return "aborted";
+    case gyreInternalError: return "internal error";
+    default: return "unknown result code";
+  }
+}
+
+const char* gyreGetLastError(gyreComm_t) { return lastError.c_str(); }
+
+}  // extern "C"

@@ -1,0 +1,40 @@
+// Everything a communicator is configured by, and where it comes from (docs/configuration.md).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "runtime/store/store.h"
+
+namespace gyre {
+
+struct CommConfig {
+  int rank = 0;
+  int nranks = 1;
+  // host:port of a rendezvous server to join. Empty: `store` is used if set, else the
+  // rank-0-hosted server at `hostAddress`.
+  std::string rendezvous;
+  // When set (host:port), rank 0 starts a server there and everyone else joins it.
+  std::string hostAddress;
+  std::string jobId = "default";
+  std::shared_ptr<Store> store;  // an existing store (tests, in-process)
+
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // GYRE_TIMEOUT (seconds)
+  uint32_t nSlots = 8;                                         // GYRE_NSLOTS
+  size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
+  std::chrono::microseconds spin{20};                          // GYRE_SPIN_US
+  std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
+};
+
+// Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME.
+void applyTuningEnv(CommConfig& config);
+
+// Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT) and applies the tuning variables.
+CommConfig configFromEnv();
+
+// Throws Failure(invalid_argument) on values no communicator can run with.
+void validate(const CommConfig& config);
+
+}  // namespace gyre

@@ -1,0 +1,38 @@
+#include "runtime/log.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace gyre {
+
+namespace {
+LogLevel parseLevel() {
+  const char* v = std::getenv("GYRE_DEBUG");
+  if (!v || !*v) return LogLevel::warn;
+  if (!strcasecmp(v, "ERROR")) return LogLevel::error;
+  if (!strcasecmp(v, "INFO")) return LogLevel::info;
+  if (!strcasecmp(v, "TRACE")) return LogLevel::trace;
+  return LogLevel::warn;
+}
+}  // namespace
+
+LogLevel logLevel() {
+  static const LogLevel level = parseLevel();
+  return level;
+}
+
+bool logEnabled(LogLevel level) { return level <= logLevel(); }
+
+void logLine(LogLevel level, const std::string& message) {
+  static const char* names[] = {"ERROR", "WARN", "INFO", "TRACE"};
+  // One write per line so lines of concurrent ranks do not interleave.
+  std::string line = "gyre " + std::string(names[int(level)]) + " [pid " +
+                     std::to_string(getpid()) + "] " + message + "\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace gyre

@@ -1,0 +1,22 @@
+// Leveled logging to stderr. GYRE_DEBUG=WARN (default), INFO or TRACE. A leaf: every layer
+// may use it.
+#pragma once
+
+#include <string>
+
+namespace gyre {
+
+enum class LogLevel { error = 0, warn = 1, info = 2, trace = 3 };
+
+LogLevel logLevel();
+bool logEnabled(LogLevel level);
+void logLine(LogLevel level, const std::string& message);
+
+}  // namespace gyre
+
+#define GYRE_LOG(level, message)                                           \
+  do {                                                                     \
+    if (::gyre::logEnabled(::gyre::LogLevel::level)) {                     \
+      ::gyre::logLine(::gyre::LogLevel::level, (message));                 \
+    }                                                                      \
+  } while (0)

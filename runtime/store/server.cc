@@ -1,0 +1,435 @@
+#include "runtime/store/server.h"
+
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <atomic>
+#include <deque>
+#include <list>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "runtime/log.h"
+#include "runtime/status.h"
+#include "runtime/store/protocol.h"
+
+namespace gyre {
+
+using asio::ip::tcp;
+using store::Op;
+using store::ProtocolError;
+using store::Reader;
+using store::Reply;
+using store::Writer;
+
+namespace {
+
+struct Session;
+
+// A GET or WAIT that blocks until its keys exist or its timer fires.
+struct Waiter {
+  std::weak_ptr<Session> session;
+  std::vector<std::string> keys;
+  bool isGet = false;
+  std::unique_ptr<asio::steady_timer> timer;
+};
+
+struct Job {
+  std::unordered_map<std::string, std::string> data;
+  std::list<std::shared_ptr<Waiter>> waiters;
+  size_t sessions = 0;
+};
+
+}  // namespace
+
+struct StoreServer::Impl {
+  StoreServerOptions options;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::string host;
+  uint16_t port = 0;
+  std::thread thread;
+  std::unordered_map<std::string, Job> jobs;
+  std::unordered_set<std::shared_ptr<Session>> sessions;
+  std::atomic<size_t> clientCount{0};
+
+  void accept();
+  void wake(Job& job);
+};
+
+namespace {
+
+struct Session : std::enable_shared_from_this<Session> {
+  Session(StoreServer::Impl& server, tcp::socket socket)
+      : server(server), socket(std::move(socket)), frameTimer(server.io) {
+    asio::error_code ec;
+    auto ep = this->socket.remote_endpoint(ec);
+    peer = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
+  StoreServer::Impl& server;
+  tcp::socket socket;
+  asio::steady_timer frameTimer;
+  std::string peer;
+  std::string jobName;
+  Job* job = nullptr;
+  uint32_t frameLength = 0;
+  std::string body;
+  std::deque<std::string> outbox;
+  size_t queuedBytes = 0;
+  bool writing = false;
+  bool closed = false;
+  std::shared_ptr<Waiter> parked;
+
+  void readHeader() {
+    asio::async_read(socket, asio::buffer(&frameLength, 4),
+                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                       self->onHeader(ec);
+                     });
+  }
+
+  void onHeader(const asio::error_code& ec) {
+    if (closed) return;
+    if (ec) return close(ec == asio::error::eof ? "" : "read failed: " + ec.message());
+    if (parked) return close("sent a request while its previous one was still waiting");
+    if (frameLength > store::kMaxFrameBytes) {
+      return close("frame of " + std::to_string(frameLength) + " bytes exceeds the " +
+                   std::to_string(store::kMaxFrameBytes) + "-byte limit");
+    }
+    body.resize(frameLength);
+    frameTimer.expires_after(server.options.frameTimeout);
+    frameTimer.async_wait([self = shared_from_this()](const asio::error_code& tec) {
+      if (!tec) self->close("frame not completed within the frame timeout");
+    });
+    asio::async_read(socket, asio::buffer(body),
+                     [self = shared_from_this()](const asio::error_code& rec, size_t) {
+                       self->frameTimer.cancel();
+                       if (self->closed) return;
+                       if (rec) {
+                         return self->close(rec == asio::error::eof
+                                                ? "truncated frame (connection closed)"
+                                                : "read failed: " + rec.message());
+                       }
+                       try {
+                         self->handle();
+                       } catch (const ProtocolError& e) {
+                         return self->close(std::string("malformed frame: ") + e.what());
+                       }
+                       if (!self->closed) self->readHeader();
+                     });
+  }
+
+  void handle() {
+    Reader in(body);
+    const auto op = static_cast<Op>(in.u8());
+    if (!job && op != Op::hello) throw ProtocolError("first request must be hello");
+    switch (op) {
+      case Op::hello: {
+        if (job) throw ProtocolError("second hello");
+        const uint16_t version = in.u16();
+        std::string name = in.str(store::kMaxKeyBytes);
+        in.end();
+        if (version != store::kVersion) {
+          replyError("protocol version " + std::to_string(version) + " not supported");
+          return close("protocol version " + std::to_string(version));
+        }
+        jobName = std::move(name);
+        job = &server.jobs[jobName];
+        ++job->sessions;
+        return replyOk();
+      }
+      case Op::set: {
+        std::string key = in.str(store::kMaxKeyBytes);
+        std::string value = in.str(store::kMaxValueBytes);
+        in.end();
+        if (!roomFor(key)) return;
+        job->data[std::move(key)] = std::move(value);
+        replyOk();
+        return server.wake(*job);
+      }
+      case Op::get: {
+        std::string key = in.str(store::kMaxKeyBytes);
+        const uint32_t timeoutMs = in.u32();
+        in.end();
+        return park({std::move(key)}, true, timeoutMs);
+      }
+      case Op::add: {
+        std::string key = in.str(store::kMaxKeyBytes);
+        const int64_t delta = in.i64();
+        in.end();
+        if (!roomFor(key)) return;
+        std::string& slot = job->data[key];
+        int64_t value = 0;
+        if (!slot.empty()) {
+          char* end = nullptr;
+          value = std::strtoll(slot.c_str(), &end, 10);
+          if (*end != '\0') return replyError("key '" + key + "' does not hold an integer");
+        }
+        value = int64_t(uint64_t(value) + uint64_t(delta));
+        slot = std::to_string(value);
+        Writer w;
+        w.u8(uint8_t(Reply::ok)).i64(value);
+        send(w.frame());
+        return server.wake(*job);
+      }
+      case Op::wait: {
+        const uint32_t n = in.u32();
+        if (n == 0 || n > store::kMaxWaitKeys) throw ProtocolError("bad key count for wait");
+        std::vector<std::string> keys;
+        for (uint32_t i = 0; i < n; ++i) keys.push_back(in.str(store::kMaxKeyBytes));
+        const uint32_t timeoutMs = in.u32();
+        in.end();
+        return park(std::move(keys), false, timeoutMs);
+      }
+      case Op::compare_set: {
+        std::string key = in.str(store::kMaxKeyBytes);
+        std::string expected = in.str(store::kMaxValueBytes);
+        std::string desired = in.str(store::kMaxValueBytes);
+        in.end();
+        auto it = job->data.find(key);
+        const std::string current = it == job->data.end() ? std::string() : it->second;
+        Writer w;
+        w.u8(uint8_t(Reply::ok));
+        if (current != expected) {
+          w.str(current);
+          return send(w.frame());
+        }
+        if (!roomFor(key)) return;
+        job->data[key] = desired;
+        w.str(desired);
+        send(w.frame());
+        return server.wake(*job);
+      }
+      case Op::remove: {
+        std::string key = in.str(store::kMaxKeyBytes);
+        in.end();
+        Writer w;
+        w.u8(uint8_t(Reply::ok)).u8(job->data.erase(key) ? 1 : 0);
+        return send(w.frame());
+      }
+    }
+    throw ProtocolError("unknown opcode " + std::to_string(int(op)));
+  }
+
+  bool roomFor(const std::string& key) {
+    if (job->data.size() < server.options.maxKeysPerJob || job->data.count(key)) return true;
+    replyError("job '" + jobName + "' reached its limit of " +
+               std::to_string(server.options.maxKeysPerJob) + " keys");
+    return false;
+  }
+
+  void park(std::vector<std::string> keys, bool isGet, uint32_t timeoutMs) {
+    auto waiter = std::make_shared<Waiter>();
+    waiter->session = weak_from_this();
+    waiter->keys = std::move(keys);
+    waiter->isGet = isGet;
+    if (tryAnswer(*waiter)) return;
+    waiter->timer = std::make_unique<asio::steady_timer>(server.io);
+    waiter->timer->expires_after(std::chrono::milliseconds(timeoutMs));
+    std::weak_ptr<Waiter> weak = waiter;
+    waiter->timer->async_wait([self = shared_from_this(), weak](const asio::error_code& ec) {
+      auto w = weak.lock();
+      if (ec || !w || self->parked != w) return;
+      self->unpark();
+      Writer out;
+      out.u8(uint8_t(Reply::timeout));
+      self->send(out.frame());
+    });
+    parked = waiter;
+    job->waiters.push_back(waiter);
+  }
+
+  // Replies and returns true when every key of the waiter exists.
+  bool tryAnswer(const Waiter& w) {
+    for (const auto& k : w.keys)
+      if (!job->data.count(k)) return false;
+    Writer out;
+    out.u8(uint8_t(Reply::ok));
+    if (w.isGet) out.str(job->data.at(w.keys.front()));
+    send(out.frame());
+    return true;
+  }
+
+  void unpark() {
+    if (!parked) return;
+    if (parked->timer) parked->timer->cancel();
+    job->waiters.remove(parked);
+    parked.reset();
+  }
+
+  void replyOk() {
+    Writer w;
+    w.u8(uint8_t(Reply::ok));
+    send(w.frame());
+  }
+
+  void replyError(const std::string& message) {
+    Writer w;
+    w.u8(uint8_t(Reply::error)).str(message);
+    send(w.frame());
+  }
+
+  void send(std::string frame) {
+    if (closed) return;
+    queuedBytes += frame.size();
+    if (queuedBytes > server.options.maxQueuedReplyBytes) {
+      return close("does not read its replies (over " +
+                   std::to_string(server.options.maxQueuedReplyBytes) + " bytes queued)");
+    }
+    outbox.push_back(std::move(frame));
+    if (!writing) writeNext();
+  }
+
+  void writeNext() {
+    if (outbox.empty() || closed) {
+      writing = false;
+      return;
+    }
+    writing = true;
+    asio::async_write(socket, asio::buffer(outbox.front()),
+                      [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                        if (self->closed) return;
+                        if (ec) return self->close("write failed: " + ec.message());
+                        self->queuedBytes -= n;
+                        self->outbox.pop_front();
+                        self->writeNext();
+                      });
+  }
+
+  void close(const std::string& why) {
+    if (closed) return;
+    closed = true;
+    if (!why.empty()) {
+      GYRE_LOG(warn, "rendezvous: closed client " + peer +
+                         (jobName.empty() ? "" : " (job '" + jobName + "')") + ": " + why);
+    }
+    if (job) {
+      unpark();
+      --job->sessions;
+    }
+    frameTimer.cancel();
+    asio::error_code ignored;
+    socket.close(ignored);
+    server.sessions.erase(shared_from_this());
+    server.clientCount = server.sessions.size();
+  }
+};
+
+}  // namespace
+
+void StoreServer::Impl::accept() {
+  acceptor.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      if (sessions.size() >= options.maxClients) {
+        GYRE_LOG(warn, "rendezvous: refused a client: " + std::to_string(options.maxClients) +
+                           " clients already connected");
+        asio::error_code ignored;
+        socket.close(ignored);
+      } else {
+        asio::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto session = std::make_shared<Session>(*this, std::move(socket));
+        sessions.insert(session);
+        clientCount = sessions.size();
+        session->readHeader();
+      }
+    } else {
+      GYRE_LOG(warn, "rendezvous: accept failed: " + ec.message());
+    }
+    accept();
+  });
+}
+
+void StoreServer::Impl::wake(Job& job) {
+  for (auto it = job.waiters.begin(); it != job.waiters.end();) {
+    auto waiter = *it;
+    auto session = waiter->session.lock();
+    if (!session || session->closed) {
+      it = job.waiters.erase(it);
+      continue;
+    }
+    ++it;
+    if (session->tryAnswer(*waiter)) session->unpark();
+  }
+}
+
+StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  asio::error_code ec;
+  auto address = asio::ip::make_address(impl_->options.host, ec);
+  if (ec) {
+    // Accept a host name, too: resolve it.
+    tcp::resolver resolver(impl_->io);
+    auto results = resolver.resolve(impl_->options.host, "", ec);
+    if (ec || results.empty()) {
+      fail(Code::invalid_argument,
+           "rendezvous: cannot resolve listen host '" + impl_->options.host + "'");
+    }
+    address = results.begin()->endpoint().address();
+  }
+  tcp::endpoint endpoint(address, impl_->options.port);
+  auto& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fail(Code::system_error, "rendezvous: cannot listen on " +
+                                 joinHostPort(impl_->options.host, impl_->options.port) + ": " +
+                                 ec.message());
+  }
+  impl_->host = address.to_string();
+  impl_->port = acceptor.local_endpoint().port();
+  impl_->accept();
+}
+
+StoreServer::~StoreServer() { stop(); }
+
+void StoreServer::start() {
+  impl_->thread = std::thread([this] {
+    pthread_setname_np(pthread_self(), "gyre-rendezvous");
+    impl_->io.run();
+  });
+}
+
+void StoreServer::run() { impl_->io.run(); }
+
+void StoreServer::stop() {
+  impl_->io.stop();
+  if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
+    impl_->thread.join();
+  }
+}
+
+const std::string& StoreServer::host() const { return impl_->host; }
+uint16_t StoreServer::port() const { return impl_->port; }
+std::string StoreServer::address() const { return joinHostPort(impl_->host, impl_->port); }
+size_t StoreServer::clientCount() const { return impl_->clientCount.load(); }
+
+void splitHostPort(const std::string& address, std::string& host, uint16_t& port) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon + 1 == address.size()) {
+    fail(Code::invalid_argument, "address '" + address + "' is not host:port");
+  }
+  host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string portText = address.substr(colon + 1);
+  char* end = nullptr;
+  const long value = std::strtol(portText.c_str(), &end, 10);
+  if (*end != '\0' || value < 0 || value > 65535 || host.empty()) {
+    fail(Code::invalid_argument, "address '" + address + "' is not host:port");
+  }
+  port = uint16_t(value);
+}
+
+std::string joinHostPort(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+}  // namespace gyre

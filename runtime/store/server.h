@@ -1,0 +1,49 @@
+// The rendezvous server: a key-value store on one Asio loop thread. Many jobs share one server
+// (each client says its job first; keys never cross jobs) and a slow, silent or malicious
+// client can only lose its own connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gyre {
+
+struct StoreServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0 picks a free port
+  size_t maxClients = 1024;
+  size_t maxKeysPerJob = 1 << 16;
+  size_t maxQueuedReplyBytes = 8 << 20;
+  // A frame whose first byte arrived must be complete within this.
+  std::chrono::milliseconds frameTimeout{10000};
+};
+
+class StoreServer {
+ public:
+  explicit StoreServer(StoreServerOptions options = {});  // binds; throws Failure
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  void start();  // serves on a thread of its own
+  void run();    // serves on the calling thread until stop()
+  void stop();   // from any thread
+
+  const std::string& host() const;
+  uint16_t port() const;
+  std::string address() const;  // "host:port", brackets for IPv6
+  size_t clientCount() const;
+
+ struct Impl;  // public so the session code in server.cc can name it
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// "host:port" or "[v6]:port" -> parts; throws Failure(invalid_argument).
+void splitHostPort(const std::string& address, std::string& host, uint16_t& port);
+std::string joinHostPort(const std::string& host, uint16_t port);
+
+}  // namespace gyre

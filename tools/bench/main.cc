@@ -1,0 +1,267 @@
+// gyre-bench: nccl-tests style benchmark of one collective over a range of sizes.
+//   gyre-run -n 4 gyre-bench all_reduce -b 8 -e 256M -f 4
+// Columns: size count type redop root time(us) algbw busbw #wrong (time: mean per iteration,
+// the slowest rank's; busbw per nccl-tests' PERFORMANCE.md).
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "gyre/gyre.h"
+#include "gyre/types.h"
+#include "tools/bench/pattern.h"
+
+namespace {
+
+using gyre::DataType;
+using gyre::RedOp;
+using gyre::bench::patternValue;
+using gyre::bench::reducedValue;
+using gyre::bench::storeValue;
+
+enum class Coll { all_reduce, all_gather, reduce_scatter, broadcast };
+
+struct Options {
+  Coll coll = Coll::all_reduce;
+  size_t minBytes = 8, maxBytes = 256 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5, check = 1, root = 0;
+  DataType type = DataType::f32;
+  RedOp op = RedOp::sum;
+  bool inPlace = false;
+};
+
+[[noreturn]] void die(const char* what, gyreResult_t r) {
+  std::fprintf(stderr, "gyre-bench: %s failed: %s: %s\n", what, gyreGetErrorString(r),
+               gyreGetLastError(nullptr));
+  std::exit(1);
+}
+#define CHECK(call)                          \
+  do {                                       \
+    gyreResult_t r_ = (call);                \
+    if (r_ != gyreSuccess) die(#call, r_);   \
+  } while (0)
+
+size_t parseSize(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  switch (*end) {
+    case 'G': case 'g': v *= 1024.0;  [[fallthrough]];
+    case 'M': case 'm': v *= 1024.0;  [[fallthrough]];
+    case 'K': case 'k': v *= 1024.0; ++end; break;
+    default: break;
+  }
+  if (*end != '\0' && !(*end == 'B' && end[1] == '\0')) throw CLI::ValidationError("bad size " + text);
+  return size_t(v);
+}
+
+double busFactor(Coll c, int n) {
+  switch (c) {
+    case Coll::all_reduce: return 2.0 * (n - 1) / n;
+    case Coll::all_gather:
+    case Coll::reduce_scatter: return double(n - 1) / n;
+    case Coll::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+struct Run {
+  const Options& o;
+  gyreComm_t comm;
+  int rank, n;
+  size_t es;
+  std::vector<unsigned char> send, recv, expected;
+
+  // Element counts of the send and recv buffers for a row of `bytes`.
+  size_t perRank(size_t bytes) const { return std::max<size_t>(1, bytes / es / n); }
+  size_t sendCount(size_t bytes) const {
+    switch (o.coll) {
+      case Coll::all_gather: return perRank(bytes);
+      case Coll::reduce_scatter: return perRank(bytes) * n;
+      default: return std::max<size_t>(1, bytes / es);
+    }
+  }
+  size_t recvCount(size_t bytes) const {
+    switch (o.coll) {
+      case Coll::all_gather: return perRank(bytes) * n;
+      case Coll::reduce_scatter: return perRank(bytes);
+      default: return std::max<size_t>(1, bytes / es);
+    }
+  }
+
+  void* sendPtr(size_t bytes) {
+    if (!o.inPlace) return send.data();
+    if (o.coll == Coll::all_gather) return recv.data() + size_t(rank) * perRank(bytes) * es;
+    return recv.data();
+  }
+  void* recvPtr(size_t bytes) {
+    if (o.inPlace && o.coll == Coll::reduce_scatter) {
+      return recv.data() + size_t(rank) * perRank(bytes) * es;
+    }
+    return recv.data();
+  }
+
+  void once(size_t bytes) {
+    const auto t = static_cast<gyreDataType_t>(o.type);
+    const auto op = static_cast<gyreRedOp_t>(o.op);
+    void* s = sendPtr(bytes);
+    void* r = recvPtr(bytes);
+    switch (o.coll) {
+      case Coll::all_reduce: CHECK(gyreAllReduce(s, r, recvCount(bytes), t, op, comm, nullptr)); break;
+      case Coll::all_gather: CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, nullptr)); break;
+      case Coll::reduce_scatter: CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, nullptr)); break;
+      case Coll::broadcast: CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, nullptr)); break;
+    }
+  }
+
+  // Fills this rank's input (where the collective reads it) and poisons the output.
+  void prepare(size_t bytes) {
+    const RedOp valueOp = (o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter) ? o.op : RedOp::max;
+    std::memset(recv.data(), 0xA5, recvCount(bytes) * es * (o.inPlace && o.coll == Coll::reduce_scatter ? n : 1));
+    unsigned char* in = static_cast<unsigned char*>(sendPtr(bytes));
+    for (size_t i = 0; i < sendCount(bytes); ++i) storeValue(o.type, in, i, patternValue(valueOp, rank, n, i));
+    const size_t rc = recvCount(bytes);
+    for (size_t i = 0; i < rc; ++i) {
+      double v = 0;
+      switch (o.coll) {
+        case Coll::all_reduce: v = reducedValue(o.op, n, i); break;
+        case Coll::all_gather: v = patternValue(RedOp::max, int(i / perRank(bytes)), n, i % perRank(bytes)); break;
+        case Coll::reduce_scatter: v = reducedValue(o.op, n, size_t(rank) * rc + i); break;
+        case Coll::broadcast: v = patternValue(RedOp::max, o.root, n, i); break;
+      }
+      storeValue(o.type, expected.data(), i, v);
+    }
+  }
+
+  size_t wrong(size_t bytes) {
+    return gyre::bench::countMismatches(o.type, recvPtr(bytes), expected.data(), recvCount(bytes));
+  }
+
+  void barrier() {
+    double x = 0;
+    CHECK(gyreAllReduce(&x, &x, 1, gyreFloat64, gyreSum, comm, nullptr));
+  }
+  double maxOverRanks(double v) {
+    CHECK(gyreAllReduce(&v, &v, 1, gyreFloat64, gyreMax, comm, nullptr));
+    return v;
+  }
+  uint64_t sumOverRanks(uint64_t v) {
+    CHECK(gyreAllReduce(&v, &v, 1, gyreUint64, gyreSum, comm, nullptr));
+    return v;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gyre-bench: nccl-tests style collective benchmark (run under gyre-run)"};
+  std::map<std::string, Coll> colls{{"all_reduce", Coll::all_reduce},
+                                    {"all_gather", Coll::all_gather},
+                                    {"reduce_scatter", Coll::reduce_scatter},
+                                    {"broadcast", Coll::broadcast}};
+  std::map<std::string, DataType> types{
+      {"int8", DataType::i8},   {"uint8", DataType::u8},   {"int32", DataType::i32},
+      {"uint32", DataType::u32}, {"int64", DataType::i64}, {"uint64", DataType::u64},
+      {"half", DataType::f16},  {"bfloat16", DataType::bf16}, {"float", DataType::f32},
+      {"double", DataType::f64}};
+  std::map<std::string, RedOp> ops{{"sum", RedOp::sum}, {"prod", RedOp::prod}, {"min", RedOp::min},
+                                   {"max", RedOp::max}, {"avg", RedOp::avg}};
+  std::string minText = "8", maxText = "256M";
+  app.add_option("collective", o.coll, "all_reduce | all_gather | reduce_scatter | broadcast")
+      ->transform(CLI::CheckedTransformer(colls));
+  app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", maxText, "largest size")->capture_default_str();
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")->capture_default_str();
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str();
+  app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first")->capture_default_str();
+  app.add_option("-c,--check", o.check, "verify results (0/1)")->capture_default_str();
+  app.add_option("-d,--datatype", o.type, "data type")->transform(CLI::CheckedTransformer(types));
+  app.add_option("-o,--op", o.op, "reduction op")->transform(CLI::CheckedTransformer(ops));
+  app.add_option("-r,--root", o.root, "root rank for broadcast")->capture_default_str();
+  app.add_flag("--inplace", o.inPlace, "in-place operation");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    o.minBytes = parseSize(minText);
+    o.maxBytes = parseSize(maxText);
+  } catch (const CLI::ValidationError& e) {
+    std::fprintf(stderr, "gyre-bench: %s\n", e.what());
+    return 2;
+  }
+  if (o.factor <= 1 || o.minBytes == 0 || o.maxBytes < o.minBytes || o.iters < 1) {
+    std::fprintf(stderr, "gyre-bench: need 0 < minbytes <= maxbytes, stepfactor > 1, iters >= 1\n");
+    return 2;
+  }
+
+  gyreComm_t comm = nullptr;
+  CHECK(gyreCommInitFromEnv(&comm));
+  Run run{o, comm, 0, 1, gyre::dataTypeSize(o.type), {}, {}, {}};
+  CHECK(gyreCommUserRank(comm, &run.rank));
+  CHECK(gyreCommCount(comm, &run.n));
+  if (o.root < 0 || o.root >= run.n) {
+    std::fprintf(stderr, "gyre-bench: root %d outside [0, %d)\n", o.root, run.n);
+    return 2;
+  }
+  const bool reduces = o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter;
+  const size_t maxElems = std::max(run.sendCount(o.maxBytes), run.recvCount(o.maxBytes));
+  run.send.resize(std::max<size_t>(1, run.sendCount(o.maxBytes)) * run.es);
+  run.recv.resize(std::max(maxElems, run.sendCount(o.maxBytes)) * run.es);
+  run.expected.resize(run.recvCount(o.maxBytes) * run.es);
+
+  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  if (run.rank == 0) {
+    std::printf("# gyre-bench %s: %d ranks, host buffers, %s, %d iters (%d warm-up), check %s\n",
+                names[int(o.coll)], run.n, o.inPlace ? "in place" : "out of place", o.iters,
+                o.warmup, o.check ? "on" : "off");
+    std::printf("#%11s %12s %9s %6s %5s %11s %11s %11s %7s\n", "size", "count", "type", "redop",
+                "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+  double busSum = 0;
+  int rows = 0;
+  for (double b = double(o.minBytes); b <= double(o.maxBytes) * 1.0000001; b *= o.factor) {
+    const size_t bytes = size_t(b);
+    run.prepare(bytes);
+    for (int i = 0; i < o.warmup; ++i) run.once(bytes);
+    run.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters; ++i) run.once(bytes);
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+    const double time = run.maxOverRanks(us);
+    uint64_t wrong = 0;
+    if (o.check) {
+      run.prepare(bytes);
+      run.barrier();
+      run.once(bytes);
+      wrong = run.sumOverRanks(run.wrong(bytes));
+    }
+    const size_t shownCount = o.coll == Coll::all_gather ? run.recvCount(bytes)
+                              : o.coll == Coll::reduce_scatter ? run.sendCount(bytes)
+                                                               : run.recvCount(bytes);
+    const size_t shownBytes = shownCount * run.es;
+    const double algbw = double(shownBytes) / time / 1e3;
+    const double busbw = algbw * busFactor(o.coll, run.n);
+    busSum += busbw;
+    ++rows;
+    if (run.rank == 0) {
+      std::printf("%12zu %12zu %9s %6s %5d %11.2f %11.3f %11.3f %7s\n", shownBytes, shownCount,
+                  gyre::dataTypeName(o.type), reduces ? gyre::redOpName(o.op) : "none",
+                  o.coll == Coll::broadcast ? o.root : -1, time, algbw, busbw,
+                  o.check ? std::to_string(wrong).c_str() : "N/A");
+      std::fflush(stdout);
+    }
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double rssMiB = run.maxOverRanks(double(usage.ru_maxrss) / 1024.0);
+  if (run.rank == 0) {
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busSum / rows : 0.0);
+    std::printf("# Peak RSS per rank    : %.1f MiB (largest rank)\n", rssMiB);
+  }
+  CHECK(gyreCommDestroy(comm));
+  return 0;
+}

@@ -1,0 +1,249 @@
+#include "tools/run/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace gyre::run {
+
+std::string signalName(int sig);
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1;  // read ends of the child's stdout / stderr pipes
+  int err = -1;
+  std::string outPartial, errPartial;
+  bool exited = false;
+  int status = 0;
+};
+
+void writeAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += size_t(n);
+  }
+}
+
+// Emits every complete line of `partial` (prefixed), keeps the incomplete rest.
+void relayLines(std::string& partial, const std::string& prefix, int fd, bool flushAll) {
+  std::string out;
+  size_t start = 0;
+  for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out += prefix + partial.substr(start, nl + 1 - start);
+  }
+  partial.erase(0, start);
+  if (flushAll && !partial.empty()) {
+    out += prefix + partial + "\n";
+    partial.clear();
+  }
+  if (!out.empty()) writeAll(fd, out);
+}
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "signal " + std::to_string(sig) + " (" + signalName(sig) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask) {
+  int outPipe[2], errPipe[2];
+  if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0) {
+    std::perror("gyre-run: pipe");
+    return -1;
+  }
+  const int world = o.localRanks * o.nnodes;
+  const int rank = child.rank;
+  const int localRank = rank - o.nodeRank * o.localRanks;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("gyre-run: fork");
+    return -1;
+  }
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &originalMask, nullptr);
+    dup2(outPipe[1], STDOUT_FILENO);
+    dup2(errPipe[1], STDERR_FILENO);
+    auto put = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };
+    put("GYRE_RANK", std::to_string(rank));
+    put("GYRE_WORLD_SIZE", std::to_string(world));
+    put("GYRE_LOCAL_RANK", std::to_string(localRank));
+    put("GYRE_LOCAL_SIZE", std::to_string(o.localRanks));
+    put("GYRE_RENDEZVOUS", o.rendezvous);
+    put("GYRE_JOB_ID", o.jobId);
+    put("RANK", std::to_string(rank));
+    put("WORLD_SIZE", std::to_string(world));
+    put("LOCAL_RANK", std::to_string(localRank));
+    std::vector<char*> argv;
+    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::fprintf(stderr, "gyre-run: cannot execute %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(outPipe[1]);
+  close(errPipe[1]);
+  child.pid = pid;
+  child.out = outPipe[0];
+  child.err = errPipe[0];
+  return pid;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  sigset_t handled, original;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGINT);
+  sigaddset(&handled, SIGTERM);
+  sigaddset(&handled, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &handled, &original);
+  const int sigfd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    std::perror("gyre-run: signalfd");
+    return 1;
+  }
+
+  std::vector<Child> children(o.localRanks);
+  for (int i = 0; i < o.localRanks; ++i) {
+    children[i].rank = o.nodeRank * o.localRanks + i;
+    if (spawn(o, children[i], original) < 0) return 1;
+  }
+
+  int firstFailure = -1;  // index into children
+  int result = 0;
+  Clock::time_point termAt = Clock::time_point::max(), killAt = Clock::time_point::max();
+  int interrupts = 0;
+  auto running = [&] {
+    for (auto& c : children)
+      if (!c.exited || c.out >= 0 || c.err >= 0) return true;
+    return false;
+  };
+  auto signalAll = [&](int sig) {
+    for (auto& c : children)
+      if (!c.exited) kill(c.pid, sig);
+  };
+
+  while (running()) {
+    std::vector<pollfd> fds{{sigfd, POLLIN, 0}};
+    for (auto& c : children) {
+      if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+      if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    }
+    const auto now = Clock::now();
+    int timeoutMs = -1;
+    for (auto at : {termAt, killAt}) {
+      if (at != Clock::time_point::max()) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count();
+        timeoutMs = timeoutMs < 0 ? int(std::max<long>(0, ms)) : std::min<int>(timeoutMs, std::max<long>(0, ms));
+      }
+    }
+    if (poll(fds.data(), fds.size(), timeoutMs) < 0 && errno != EINTR) {
+      std::perror("gyre-run: poll");
+      signalAll(SIGKILL);
+      return 1;
+    }
+    if (Clock::now() >= termAt) {
+      signalAll(SIGTERM);
+      termAt = Clock::time_point::max();
+      killAt = Clock::now() + o.grace;
+    } else if (Clock::now() >= killAt) {
+      signalAll(SIGKILL);
+      killAt = Clock::time_point::max();
+    }
+
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      for (auto& c : children) {
+        const bool isOut = fds[i].fd == c.out, isErr = fds[i].fd == c.err;
+        if (!isOut && !isErr) continue;
+        char buf[65536];
+        const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+        std::string& partial = isOut ? c.outPartial : c.errPartial;
+        const std::string prefix = o.prefixOutput ? "[" + std::to_string(c.rank) + "] " : "";
+        const int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
+        if (n > 0) {
+          partial.append(buf, size_t(n));
+          relayLines(partial, prefix, target, false);
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          relayLines(partial, prefix, target, true);
+          close(fds[i].fd);
+          (isOut ? c.out : c.err) = -1;
+        }
+      }
+    }
+
+    signalfd_siginfo info;
+    while (read(sigfd, &info, sizeof info) == ssize_t(sizeof info)) {
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
+        ++interrupts;
+        std::fprintf(stderr, "gyre-run: forwarding signal %u to the ranks%s\n", info.ssi_signo,
+                     interrupts > 1 ? " (again: killing them)" : "");
+        signalAll(interrupts > 1 ? SIGKILL : int(info.ssi_signo));
+        if (result == 0) result = 128 + int(info.ssi_signo);
+        if (killAt == Clock::time_point::max()) killAt = Clock::now() + o.grace * 2;
+      }
+    }
+    for (auto& c : children) {
+      if (c.exited) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.exited = true;
+      c.status = status;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && firstFailure < 0) {
+        firstFailure = int(&c - children.data());
+        if (interrupts == 0) result = exitCodeOf(status);
+        std::fprintf(stderr, "gyre-run: rank %d failed (%s); stopping the other ranks in %lld ms\n",
+                     c.rank, describeStatus(status).c_str(), (long long)o.grace.count());
+        termAt = Clock::now() + o.grace;
+      }
+    }
+  }
+  close(sigfd);
+  if (firstFailure >= 0) {
+    std::string summary = "gyre-run: job failed; rank " +
+                          std::to_string(children[firstFailure].rank) + " failed first (" +
+                          describeStatus(children[firstFailure].status) + ")";
+    for (auto& c : children) {
+      if (&c - children.data() == firstFailure) continue;
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {
+        summary += "; rank " + std::to_string(c.rank) + ": " + describeStatus(c.status);
+      }
+    }
+    std::fprintf(stderr, "%s\n", summary.c_str());
+  }
+  return result;
+}
+
+std::string signalName(int sig) {
+  const char* name = sigabbrev_np(sig);
+  std::string text = "SIG";  // built by append: GCC 12 warns falsely on "SIG" + name
+  text.append(name ? name : "?");
+  return text;
+}
+
+}  // namespace gyre::run

@@ -1,0 +1,26 @@
+// gyre-run's engine: starts the local ranks, relays their output line by line with a rank
+// prefix, forwards SIGINT/SIGTERM, and stops the job when a rank fails.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace gyre::run {
+
+struct LaunchOptions {
+  int localRanks = 1;
+  int nnodes = 1;
+  int nodeRank = 0;
+  std::string rendezvous;  // host:port; the launcher passes it to every rank
+  std::string jobId;
+  std::chrono::milliseconds grace{3000};  // after a failure, before SIGTERM, then SIGKILL
+  bool prefixOutput = true;
+  std::vector<std::string> command;
+};
+
+// Runs the job; returns the exit status for gyre-run: 0 when every rank exited 0, else the
+// first failing rank's exit code (128 + signal for a signal).
+int launch(const LaunchOptions& options);
+
+}  // namespace gyre::run

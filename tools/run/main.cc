@@ -1,0 +1,91 @@
+// gyre-run: launch the ranks of a job on this machine.
+//   gyre-run -n 4 gyre-bench all_reduce
+//   gyre-run -n 8 --nnodes 2 --node-rank 0 --rendezvous host:port -- ./train
+#include <openssl/rand.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "runtime/status.h"
+#include "runtime/store/server.h"
+#include "tools/run/launcher.h"
+
+namespace {
+std::string randomJobId() {
+  unsigned char raw[8];
+  if (RAND_bytes(raw, sizeof raw) != 1) return "gyre-run";
+  static const char* digits = "0123456789abcdef";
+  std::string hex = "run-";
+  for (unsigned char c : raw) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gyre-run: start the ranks of a gyre job on this machine"};
+  gyre::run::LaunchOptions o;
+  int graceMs = int(o.grace.count());
+  bool noPrefix = false;
+  app.add_option("-n,--nproc", o.localRanks, "ranks to start on this machine")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--rendezvous", o.rendezvous,
+                 "host:port of a running gyre-rendezvous (default: one inside gyre-run, "
+                 "single machine only)");
+  app.add_option("--nnodes", o.nnodes, "machines in the job")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--node-rank", o.nodeRank, "this machine's index in [0, nnodes)");
+  app.add_option("--job", o.jobId, "job id shared by all machines (default: random, or "
+                                   "GYRE_JOB_ID)");
+  app.add_option("--grace-ms", graceMs, "after a rank fails: wait before SIGTERM, then SIGKILL")
+      ->capture_default_str();
+  app.add_flag("--no-prefix", noPrefix, "do not prefix output lines with [rank]");
+  app.footer("After the options: the program to run and its arguments (use -- to separate).");
+  app.prefix_command();  // everything from the first positional on belongs to the program
+  CLI11_PARSE(app, argc, argv);
+  o.command = app.remaining();
+  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+  if (o.command.empty()) {
+    std::fprintf(stderr, "gyre-run: no program given\n%s", app.help().c_str());
+    return 2;
+  }
+  o.prefixOutput = !noPrefix;
+  o.grace = std::chrono::milliseconds(graceMs);
+
+  if (o.nodeRank < 0 || o.nodeRank >= o.nnodes) {
+    std::fprintf(stderr, "gyre-run: --node-rank must be in [0, %d)\n", o.nnodes);
+    return 2;
+  }
+  if (o.jobId.empty()) {
+    const char* env = std::getenv("GYRE_JOB_ID");
+    if (env && *env) {
+      o.jobId = env;
+    } else if (o.nnodes > 1) {
+      o.jobId = "default";
+    } else {
+      o.jobId = randomJobId();
+    }
+  }
+
+  std::unique_ptr<gyre::StoreServer> server;
+  if (o.rendezvous.empty()) {
+    if (o.nnodes > 1) {
+      std::fprintf(stderr,
+                   "gyre-run: --nnodes > 1 needs --rendezvous host:port (start gyre-rendezvous "
+                   "on a machine every node can reach)\n");
+      return 2;
+    }
+    try {
+      server = std::make_unique<gyre::StoreServer>(gyre::StoreServerOptions{});
+      server->start();
+    } catch (const gyre::Failure& f) {
+      std::fprintf(stderr, "gyre-run: %s\n", f.what());
+      return 1;
+    }
+    o.rendezvous = server->address();
+  }
+  return gyre::run::launch(o);
+}

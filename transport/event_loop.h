@@ -1,0 +1,35 @@
+// One thread running an Asio io_context: a communicator's progress thread. All socket work
+// of the communicator happens here; functions that must run on it end in "OnLoop".
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <thread>
+#include <string>
+
+namespace gyre {
+
+class EventLoop {
+ public:
+  explicit EventLoop(std::string name);
+  ~EventLoop();  // stops and joins
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  asio::io_context& context() { return io_; }
+  template <class Fn>
+  void post(Fn&& fn) {
+    asio::post(io_, std::forward<Fn>(fn));
+  }
+  bool onLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Stops the loop and joins its thread; pending handlers are dropped. Idempotent.
+  void stop();
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::thread thread_;
+};
+
+}  // namespace gyre

@@ -1,0 +1,110 @@
+// A link is one direction of a connection: a ring of nSlots slots of slotBytes each plus two
+// counters, tail (slots the producer filled) and head (slots the consumer released).
+// Primitives produce into the send link of one connection and consume from the recv link of
+// another; the transport behind the connection moves the slots (a proxy on the event loop
+// for tcp, the peer writing directly for shared memory). Nothing here knows what a
+// collective is beyond the descriptor every slot carries so ranks that disagree are caught.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gyre/types.h"
+#include "runtime/status.h"
+#include "transport/wait.h"
+
+namespace gyre {
+
+// Identifies one collective; every slot carries it and receivers compare it with their own.
+struct OpDesc {
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  int32_t root = -1;
+  Collective coll = Collective::all_reduce;
+  DataType dtype = DataType::f32;
+  RedOp op = RedOp::sum;
+};
+
+// Per-slot header; 32 bytes, also the tcp frame header (little-endian hosts only).
+struct SlotMeta {
+  uint32_t bytes = 0;
+  uint8_t coll = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t reserved = 0;
+  int32_t root = 0;
+  uint32_t reserved2 = 0;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+
+  void setOp(const OpDesc& d) {
+    coll = uint8_t(d.coll);
+    dtype = uint8_t(d.dtype);
+    op = uint8_t(d.op);
+    root = d.root;
+    seq = d.seq;
+    count = d.count;
+  }
+  bool sameOp(const OpDesc& d) const {
+    return coll == uint8_t(d.coll) && dtype == uint8_t(d.dtype) && op == uint8_t(d.op) &&
+           root == d.root && seq == d.seq && count == d.count;
+  }
+};
+static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
+
+// "all_reduce #7 (count 1000, float, sum)"
+std::string describeOp(const OpDesc& d);
+std::string describeOp(const SlotMeta& m);
+
+struct LinkCounters {
+  WaitWord tail;  // written by the producer only
+  WaitWord head;  // written by the consumer only
+};
+
+struct Link {
+  LinkCounters* counters = nullptr;
+  SlotMeta* metas = nullptr;
+  std::byte* data = nullptr;
+  uint32_t nSlots = 0;
+  size_t slotBytes = 0;
+
+  std::byte* slot(uint32_t index) { return data + size_t(index % nSlots) * slotBytes; }
+  SlotMeta& meta(uint32_t index) { return metas[index % nSlots]; }
+};
+
+// One peer over one channel. The primitives own the producer side of sendLink() and the
+// consumer side of recvLink(); the transport owns the other sides.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  int peer() const { return peer_; }
+  int channel() const { return channel_; }
+  Link& sendLink() { return send_; }
+  Link& recvLink() { return recv_; }
+
+  // Called by the producer after it advanced sendLink().counters->tail.
+  virtual void sendPublished() = 0;
+  // Called by the consumer after it advanced recvLink().counters->head.
+  virtual void recvReleased() = 0;
+  // Not ok once the connection broke; the message names the peer and the cause.
+  virtual Status failure() const = 0;
+  // Blocks until every published send slot left this process, or the deadline passes.
+  virtual Status flush(Clock::time_point deadline) = 0;
+  // Stops moving bytes and releases the OS resources; pending data is dropped.
+  virtual void close() = 0;
+  // Which transport carries it ("tcp", "shm", ...), for logs.
+  virtual const char* transportName() const = 0;
+
+ protected:
+  Connection(int peer, int channel) : peer_(peer), channel_(channel) {}
+  Link send_;
+  Link recv_;
+
+ private:
+  int peer_;
+  int channel_;
+};
+
+}  // namespace gyre

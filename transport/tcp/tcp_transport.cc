@@ -1,0 +1,240 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <asio/connect.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <future>
+
+#include "runtime/log.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/tcp_connection.h"
+
+namespace gyre {
+
+using asio::ip::tcp;
+
+struct TcpTransport::Pending {
+  explicit Pending(asio::io_context& io) : socket(io), timer(io) {}
+  tcp::socket socket;
+  asio::steady_timer timer;
+  wire::Hello hello{};
+  wire::Ack ack{};
+  std::string remote;
+};
+
+TcpTransport::TcpTransport(EventLoop& loop, LinkConfig config, std::string listenHost)
+    : loop_(loop),
+      config_(std::move(config)),
+      listenHost_(std::move(listenHost)),
+      acceptor_(loop.context()) {}
+
+TcpTransport::~TcpTransport() = default;
+
+void TcpTransport::publish(PeerInfo& self) {
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(listenHost_, ec);
+  if (ec) fail(Code::invalid_argument, "bad listen address '" + listenHost_ + "': " + ec.message());
+  const tcp::endpoint endpoint(address, 0);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fail(Code::system_error, "rank " + std::to_string(config_.rank) + ": cannot listen on " +
+                                 listenHost_ + ": " + ec.message());
+  }
+  self.tcpHost = listenHost_;
+  self.tcpPort = acceptor_.local_endpoint().port();
+  loop_.post([this] { acceptOnLoop(); });
+}
+
+void TcpTransport::shutdown() {
+  std::promise<void> done;
+  loop_.post([this, &done] {
+    asio::error_code ignored;
+    acceptor_.close(ignored);
+    done.set_value();
+  });
+  done.get_future().wait_for(std::chrono::seconds(5));
+}
+
+void TcpTransport::acceptOnLoop() {
+  auto pending = std::make_shared<Pending>(loop_.context());
+  acceptor_.async_accept(pending->socket, [this, pending](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) {
+      asio::error_code ignored;
+      auto remote = pending->socket.remote_endpoint(ignored);
+      pending->remote = remote.address().to_string() + ":" + std::to_string(remote.port());
+      readHelloOnLoop(pending);
+    } else {
+      GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": accept failed: " + ec.message());
+    }
+    acceptOnLoop();
+  });
+}
+
+void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
+  // A peer that connects and says nothing is dropped after the handshake timeout.
+  pending->timer.expires_after(config_.handshakeTimeout);
+  pending->timer.async_wait([pending](const asio::error_code& ec) {
+    if (!ec) {
+      asio::error_code ignored;
+      pending->socket.close(ignored);
+    }
+  });
+  asio::async_read(
+      pending->socket, asio::buffer(&pending->hello, sizeof(wire::Hello)),
+      [this, pending](const asio::error_code& ec, size_t) {
+        pending->timer.cancel();
+        const std::string who = "rank " + std::to_string(config_.rank) +
+                                ": refused a data connection from " + pending->remote + ": ";
+        if (ec) {
+          GYRE_LOG(warn, who + "no complete handshake (" + ec.message() + ")");
+          return;
+        }
+        const std::string why =
+            wire::checkHello(pending->hello, config_.jobId, config_.rank, config_.nranks,
+                            config_.nSlots, uint32_t(config_.slotBytes));
+        if (!why.empty()) {
+          GYRE_LOG(warn, who + why);
+          asio::error_code ignored;
+          pending->socket.close(ignored);
+          return;
+        }
+        std::memcpy(pending->ack.magic, wire::kAckMagic, 4);
+        pending->ack.status = 0;
+        asio::async_write(pending->socket, asio::buffer(&pending->ack, sizeof(wire::Ack)),
+                          [this, pending](const asio::error_code& wec, size_t) {
+                            if (wec) return;
+                            std::lock_guard lock(mutex_);
+                            const auto key = std::make_pair(int(pending->hello.fromRank),
+                                                            int(pending->hello.channel));
+                            accepted_.insert_or_assign(key, std::move(pending->socket));
+                            accepted_cv_.notify_all();
+                          });
+      });
+}
+
+std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int channel,
+                                                  Clock::time_point deadline) {
+  if (peer.rank == config_.rank) fail(Code::internal, "tcp connect to self");
+  return config_.rank < peer.rank ? dial(peer, channel, deadline)
+                                  : awaitAccepted(peer, channel, deadline);
+}
+
+namespace {
+
+// State of one outgoing handshake, shared between the user thread and the loop.
+struct Dial {
+  Dial(asio::io_context& io) : socket(io), timer(io) {}
+  tcp::socket socket;
+  asio::steady_timer timer;
+  tcp::endpoint endpoint;
+  wire::Hello hello{};
+  wire::Ack ack{};
+  Clock::time_point deadline;
+  std::promise<asio::error_code> result;
+  bool done = false;
+
+  void finish(const asio::error_code& ec) {
+    if (done) return;
+    done = true;
+    result.set_value(ec);
+  }
+};
+
+void dialOnLoop(std::shared_ptr<Dial> d) {
+  d->socket.async_connect(d->endpoint, [d](const asio::error_code& ec) {
+    if (d->done) return;
+    if (ec == asio::error::connection_refused && Clock::now() < d->deadline) {
+      // The peer published its address before we came; it may still be starting. Retry.
+      asio::error_code ignored;
+      d->socket.close(ignored);
+      d->timer.expires_after(std::chrono::milliseconds(20));
+      d->timer.async_wait([d](const asio::error_code& tec) {
+        if (!tec) dialOnLoop(d);
+      });
+      return;
+    }
+    if (ec) return d->finish(ec);
+    asio::async_write(d->socket, asio::buffer(&d->hello, sizeof d->hello),
+                      [d](const asio::error_code& wec, size_t) {
+                        if (wec) return d->finish(wec);
+                        asio::async_read(d->socket, asio::buffer(&d->ack, sizeof d->ack),
+                                         [d](const asio::error_code& rec, size_t) {
+                                           d->finish(rec);
+                                         });
+                      });
+  });
+}
+
+}  // namespace
+
+std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel,
+                                               Clock::time_point deadline) {
+  const std::string who = "rank " + std::to_string(config_.rank) + ": connecting to rank " +
+                          std::to_string(peer.rank) + " at " + peer.tcpHost + ":" +
+                          std::to_string(peer.tcpPort) + " (channel " + std::to_string(channel) +
+                          ")";
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(peer.tcpHost, ec);
+  if (ec) fail(Code::internal, who + ": bad address published: " + ec.message());
+
+  auto d = std::make_shared<Dial>(loop_.context());
+  d->endpoint = tcp::endpoint(address, peer.tcpPort);
+  d->deadline = deadline;
+  std::memcpy(d->hello.magic, wire::kHelloMagic, 4);
+  d->hello.version = wire::kProtocolVersion;
+  wire::copyJobId(d->hello.jobId, config_.jobId);
+  d->hello.fromRank = config_.rank;
+  d->hello.toRank = peer.rank;
+  d->hello.channel = channel;
+  d->hello.nranks = config_.nranks;
+  d->hello.nSlots = config_.nSlots;
+  d->hello.slotBytes = uint32_t(config_.slotBytes);
+  auto result = d->result.get_future();
+  loop_.post([d] { dialOnLoop(d); });
+
+  if (result.wait_until(deadline) != std::future_status::ready) {
+    loop_.post([d] {
+      asio::error_code ignored;
+      d->timer.cancel();
+      d->socket.close(ignored);
+      d->finish(asio::error::timed_out);
+    });
+    fail(Code::timeout, who + ": timed out");
+  }
+  ec = result.get();
+  if (ec == asio::error::eof) {
+    fail(Code::remote_error, who + ": the peer refused the handshake (see its log)");
+  }
+  if (ec) fail(Code::remote_error, who + ": " + ec.message());
+  if (std::memcmp(d->ack.magic, wire::kAckMagic, 4) != 0 || d->ack.status != 0) {
+    fail(Code::remote_error, who + ": bad handshake reply");
+  }
+  auto conn = std::make_shared<TcpConnection>(loop_, std::move(d->socket), config_.rank,
+                                              peer.rank, channel, config_);
+  conn->start();
+  return conn;
+}
+
+std::shared_ptr<Connection> TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
+                                                        Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  const auto key = std::make_pair(peer.rank, channel);
+  if (!accepted_cv_.wait_until(lock, deadline, [&] { return accepted_.count(key) != 0; })) {
+    fail(Code::timeout, "rank " + std::to_string(config_.rank) + ": timed out waiting for rank " +
+                            std::to_string(peer.rank) + " to connect (channel " +
+                            std::to_string(channel) + ")");
+  }
+  auto socket = std::move(accepted_.at(key));
+  accepted_.erase(key);
+  lock.unlock();
+  auto conn = std::make_shared<TcpConnection>(loop_, std::move(socket), config_.rank, peer.rank,
+                                              channel, config_);
+  conn->start();
+  return conn;
+}
+
+}  // namespace gyre

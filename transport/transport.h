@@ -1,0 +1,49 @@
+// What a transport is: it decides whether it can reach a peer, publishes where it can be
+// reached, and turns a (peer, channel) pair into a Connection whose links it fills.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "transport/link.h"
+
+namespace gyre {
+
+// What every rank publishes through the bootstrap.
+struct PeerInfo {
+  int rank = -1;
+  std::string hostId;   // hostname + boot id: equal means same machine
+  std::string tcpHost;  // data-plane listen address
+  uint16_t tcpPort = 0;
+
+  std::string encode() const;
+  static PeerInfo decode(const std::string& text);  // throws Failure on malformed input
+};
+
+// Settings every transport of one communicator shares.
+struct LinkConfig {
+  std::string jobId;  // at most 32 bytes; the handshake refuses other jobs
+  int rank = 0;
+  int nranks = 1;
+  uint32_t nSlots = 8;
+  size_t slotBytes = 128 * 1024;
+  Clock::duration handshakeTimeout = std::chrono::seconds(10);
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Opens listeners and writes this rank's addresses into `self`.
+  virtual void publish(PeerInfo& self) = 0;
+  // Both ranks call this for each other with the same channel; returns when the connection is
+  // ready or throws Failure (timeout, refused, handshake error) naming the peer.
+  virtual std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel,
+                                              Clock::time_point deadline) = 0;
+};
+
+std::string localHostId();
+
+}  // namespace gyre
