@@ -18,9 +18,6 @@ void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const
 // dst = src (and dst2 = src when dst2 is not null); a no-op copy where dst == src.
 void copy(void* dst, void* dst2, const void* src, size_t bytes);
 
-// Divides n elements in place by divisor (avg when no reduction step ran, e.g. one rank).
-void divide(DataType type, void* data, size_t n, int divisor);
-
 // The instruction set the kernels use on this CPU, for logs and benchmarks.
 const char* isaName();
 

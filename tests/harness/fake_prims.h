@@ -1,0 +1,195 @@
+// A fake Prims that runs an algorithm for n simulated ranks (one thread each) over bounded
+// in-memory links with the same slicing as HostPrims. It records what each rank sent and
+// detects deadlock exactly: when every unfinished rank is blocked, all of them fail.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "gyre/types.h"
+
+namespace gyre::test {
+
+struct Deadlock : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class FakeNetwork {
+ public:
+  FakeNetwork(int n, size_t slotElems, size_t nSlots)
+      : n_(n), slotElems_(slotElems), nSlots_(nSlots), queues_(n), alive_(n) {}
+
+  size_t slotElems() const { return slotElems_; }
+  // The chunk an algorithm may use per step: half a link, as the communicator does.
+  size_t chunkElems() const { return std::max<size_t>(1, nSlots_ / 2 * slotElems_); }
+
+  // Queue i carries slices from rank i-1 to rank i.
+  void push(int to, std::vector<double> slice) {
+    std::unique_lock lock(mutex_);
+    waitFor(lock, [&] { return queues_[to].size() < nSlots_; });
+    queues_[to].push_back(std::move(slice));
+    progressed();
+  }
+  std::vector<double> pop(int self) {
+    std::unique_lock lock(mutex_);
+    waitFor(lock, [&] { return !queues_[self].empty(); });
+    auto slice = std::move(queues_[self].front());
+    queues_[self].pop_front();
+    progressed();
+    return slice;
+  }
+  void finished() {
+    std::lock_guard lock(mutex_);
+    --alive_;
+    progressed();
+  }
+  bool drained() const {
+    for (auto& q : queues_)
+      if (!q.empty()) return false;
+    return true;
+  }
+  int n() const { return n_; }
+
+ private:
+  // blocked_ counts ranks that blocked since the last change of state; when it reaches the
+  // number of live ranks, none of them can ever move again.
+  void progressed() {
+    ++epoch_;
+    blocked_ = 0;
+    changed_.notify_all();
+  }
+
+  template <class Ready>
+  void waitFor(std::unique_lock<std::mutex>& lock, Ready ready) {
+    while (!ready()) {
+      if (deadlocked_) throw Deadlock("another rank deadlocked");
+      const uint64_t seen = epoch_;
+      if (++blocked_ == alive_) {
+        deadlocked_ = true;
+        changed_.notify_all();
+        throw Deadlock("deadlock: every unfinished rank is blocked");
+      }
+      changed_.wait(lock, [&] { return epoch_ != seen || deadlocked_; });
+    }
+  }
+
+  int n_;
+  size_t slotElems_;
+  size_t nSlots_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::deque<std::vector<double>>> queues_;
+  int alive_;
+  int blocked_ = 0;
+  uint64_t epoch_ = 0;
+  bool deadlocked_ = false;
+};
+
+// Element values are doubles; reductions are exact for the small integers the tests use.
+class FakePrims {
+ public:
+  FakePrims(FakeNetwork& net, int rank, RedOp op, const std::vector<double>& in,
+            std::vector<double>& out)
+      : net_(net), rank_(rank), op_(op), in_(in), out_(out) {}
+
+  size_t sentElems = 0;
+  size_t calls = 0;
+
+  void send(size_t i, size_t n) { run(kIn | kSend, i, 0, n, false); }
+  void recv(size_t o, size_t n) { run(kRecv | kOut, 0, o, n, false); }
+  void copySend(size_t i, size_t o, size_t n) { run(kIn | kOut | kSend, i, o, n, false); }
+  void recvCopySend(size_t o, size_t n) { run(kRecv | kOut | kSend, 0, o, n, false); }
+  void recvReduceSend(size_t i, size_t n) { run(kRecv | kIn | kSend, i, 0, n, false); }
+  void recvReduceCopy(size_t i, size_t o, size_t n, bool fin) { run(kRecv | kIn | kOut, i, o, n, fin); }
+  void recvReduceCopySend(size_t i, size_t o, size_t n, bool fin) {
+    run(kRecv | kIn | kOut | kSend, i, o, n, fin);
+  }
+  void localCopy(size_t i, size_t o, size_t n) { run(kIn | kOut, i, o, n, false); }
+
+ private:
+  enum : unsigned { kRecv = 1, kIn = 2, kOut = 4, kSend = 8 };
+
+  double reduce(double a, double b) const {
+    switch (op_) {
+      case RedOp::sum:
+      case RedOp::avg: return a + b;
+      case RedOp::prod: return a * b;
+      case RedOp::min: return std::min(a, b);
+      case RedOp::max: return std::max(a, b);
+    }
+    return 0;
+  }
+
+  void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool fin) {
+    ++calls;
+    const int next = (rank_ + 1) % net_.n();
+    for (size_t done = 0; done < n; done += net_.slotElems()) {
+      const size_t k = std::min(net_.slotElems(), n - done);
+      std::vector<double> slice(k);
+      std::vector<double> got;
+      if (what & kRecv) {
+        got = net_.pop(rank_);
+        if (got.size() != k) throw std::logic_error("slice size differs between ranks");
+      }
+      for (size_t e = 0; e < k; ++e) {
+        double v;
+        if ((what & kRecv) && (what & kIn)) {
+          v = reduce(in_.at(inOff + done + e), got[e]);
+          if (fin && op_ == RedOp::avg) v /= net_.n();
+        } else if (what & kRecv) {
+          v = got[e];
+        } else {
+          v = in_.at(inOff + done + e);
+        }
+        if (what & kOut) out_.at(outOff + done + e) = v;
+        slice[e] = v;
+      }
+      if (what & kSend) {
+        sentElems += k;
+        net_.push(next, std::move(slice));
+      }
+    }
+  }
+
+  FakeNetwork& net_;
+  int rank_;
+  RedOp op_;
+  const std::vector<double>& in_;
+  std::vector<double>& out_;
+};
+
+// Runs body(prims, rank) on n threads; returns each rank's elements sent; rethrows the
+// first failure.
+inline std::vector<size_t> runFake(FakeNetwork& net, RedOp op,
+                                   const std::vector<std::vector<double>>& in,
+                                   std::vector<std::vector<double>>& out,
+                                   const std::function<void(FakePrims&, int)>& body) {
+  const int n = net.n();
+  std::vector<size_t> sent(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        FakePrims p(net, r, op, in[r], out[r]);
+        body(p, r);
+        sent[r] = p.sentElems;
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+      net.finished();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  if (!net.drained()) throw std::logic_error("slices left unconsumed in a link");
+  return sent;
+}
+
+}  // namespace gyre::test

@@ -1,0 +1,221 @@
+// CPU kernels, both instruction-set builds, against scalar references computed here:
+// bit-exact for every type (16-bit floats are computed in float and rounded once).
+#include <doctest/doctest.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/reduce.h"
+
+namespace gyre::cpu {
+namespace generic {
+void reduceEntry(DataType, RedOp, void*, void*, const void*, const void*, size_t, int);
+}
+namespace avx2 {
+void reduceEntry(DataType, RedOp, void*, void*, const void*, const void*, size_t, int);
+}
+}  // namespace gyre::cpu
+
+using namespace gyre;
+using ReduceFn = void (*)(DataType, RedOp, void*, void*, const void*, const void*, size_t, int);
+
+namespace {
+
+bool cpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+         __builtin_cpu_supports("fma");
+}
+
+__attribute__((target("f16c"))) uint16_t hardwareHalf(float f) {
+  return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float hardwareHalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+template <class T>
+T refOp(RedOp op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case RedOp::sum:
+      case RedOp::avg: return T(U(a) + U(b));
+      case RedOp::prod: return T(U(a) * U(b));
+      case RedOp::min: return b < a ? b : a;
+      case RedOp::max: return a < b ? b : a;
+    }
+  } else {
+    switch (op) {
+      case RedOp::sum:
+      case RedOp::avg: return a + b;
+      case RedOp::prod: return a * b;
+      case RedOp::min: return b < a ? b : a;
+      case RedOp::max: return a < b ? b : a;
+    }
+  }
+  return T();
+}
+
+// Random inputs of storage type S and the expected result, per data type.
+struct Case {
+  std::vector<unsigned char> a, b, expect;
+};
+
+template <class T>
+Case makeNative(DataType, RedOp op, size_t n, int div, std::mt19937_64& rng) {
+  Case c;
+  c.a.resize(n * sizeof(T));
+  c.b.resize(n * sizeof(T));
+  c.expect.resize(n * sizeof(T));
+  for (size_t i = 0; i < n; ++i) {
+    T x, y;
+    if constexpr (std::is_integral_v<T>) {
+      x = T(rng());
+      y = T(rng());
+    } else {
+      std::uniform_real_distribution<T> d(-100, 100);
+      x = d(rng);
+      y = d(rng);
+    }
+    T r = refOp(op, x, y);
+    if (div > 0) r = T(r / T(div));
+    std::memcpy(&c.a[i * sizeof(T)], &x, sizeof(T));
+    std::memcpy(&c.b[i * sizeof(T)], &y, sizeof(T));
+    std::memcpy(&c.expect[i * sizeof(T)], &r, sizeof(T));
+  }
+  return c;
+}
+
+Case makeHalf(DataType type, RedOp op, size_t n, int div, std::mt19937_64& rng) {
+  const bool bf = type == DataType::bf16;
+  auto toF = [&](uint16_t h) { return bf ? cpu::bf16ToFloat(h) : cpu::halfToFloat(h); };
+  auto fromF = [&](float f) { return bf ? cpu::floatToBf16(f) : cpu::floatToHalf(f); };
+  Case c;
+  c.a.resize(n * 2);
+  c.b.resize(n * 2);
+  c.expect.resize(n * 2);
+  std::uniform_real_distribution<float> d(-60, 60);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t x = fromF(d(rng)), y = fromF(d(rng));
+    float r = refOp(op, toF(x), toF(y));
+    if (div > 0) r = r / float(div);
+    const uint16_t e = fromF(r);
+    std::memcpy(&c.a[i * 2], &x, 2);
+    std::memcpy(&c.b[i * 2], &y, 2);
+    std::memcpy(&c.expect[i * 2], &e, 2);
+  }
+  return c;
+}
+
+Case makeCase(DataType type, RedOp op, size_t n, int div, std::mt19937_64& rng) {
+  switch (type) {
+    case DataType::i8: return makeNative<int8_t>(type, op, n, div, rng);
+    case DataType::u8: return makeNative<uint8_t>(type, op, n, div, rng);
+    case DataType::i32: return makeNative<int32_t>(type, op, n, div, rng);
+    case DataType::u32: return makeNative<uint32_t>(type, op, n, div, rng);
+    case DataType::i64: return makeNative<int64_t>(type, op, n, div, rng);
+    case DataType::u64: return makeNative<uint64_t>(type, op, n, div, rng);
+    case DataType::f16:
+    case DataType::bf16: return makeHalf(type, op, n, div, rng);
+    case DataType::f32: return makeNative<float>(type, op, n, div, rng);
+    case DataType::f64: return makeNative<double>(type, op, n, div, rng);
+  }
+  return {};
+}
+
+void checkKernel(ReduceFn fn, const char* isa) {
+  std::mt19937_64 rng(42);
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const auto type = static_cast<DataType>(t);
+    const size_t es = dataTypeSize(type);
+    for (int o = 0; o < kNumRedOps; ++o) {
+      const auto op = static_cast<RedOp>(o);
+      for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(33), size_t(1000)}) {
+        for (int div : {0, 3}) {
+          if (div && op != RedOp::avg) continue;
+          CAPTURE(isa);
+          CAPTURE(dataTypeName(type));
+          CAPTURE(redOpName(op));
+          CAPTURE(n);
+          Case c = makeCase(type, op, n, div, rng);
+          // Misalign every buffer by one element to exercise unaligned heads and tails.
+          std::vector<unsigned char> a(es + c.a.size()), b(es + c.b.size()), d(es * 2 + c.a.size(), 0xA5),
+              d2(es + c.a.size(), 0x5A);
+          std::memcpy(a.data() + es, c.a.data(), c.a.size());
+          std::memcpy(b.data() + es, c.b.data(), c.b.size());
+          fn(type, op, d.data() + es, d2.data() + es, a.data() + es, b.data() + es, n, div);
+          REQUIRE(std::memcmp(d.data() + es, c.expect.data(), c.expect.size()) == 0);
+          REQUIRE(std::memcmp(d2.data() + es, c.expect.data(), c.expect.size()) == 0);
+          // Nothing written outside [0, n).
+          for (size_t i = 0; i < es; ++i) REQUIRE(d[i] == 0xA5);
+          for (size_t i = 0; i < es; ++i) REQUIRE(d[es + c.a.size() + i] == 0xA5);
+          // In place, into the first operand, with no second destination.
+          fn(type, op, a.data() + es, nullptr, a.data() + es, b.data() + es, n, div);
+          REQUIRE(std::memcmp(a.data() + es, c.expect.data(), c.expect.size()) == 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reduce kernels, generic build: every type, op, length, alignment") {
+  checkKernel(cpu::generic::reduceEntry, "generic");
+}
+
+TEST_CASE("reduce kernels, avx2 build: every type, op, length, alignment") {
+  if (!cpuHasAvx2()) {
+    MESSAGE("skipped: this CPU lacks AVX2/F16C/FMA");
+    return;
+  }
+  checkKernel(cpu::avx2::reduceEntry, "avx2");
+}
+
+TEST_CASE("half conversions match the F16C hardware for every half and many floats") {
+  if (!cpuHasAvx2()) {
+    MESSAGE("skipped: this CPU lacks F16C");
+    return;
+  }
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = cpu::halfToFloat(uint16_t(h));
+    const float hw = hardwareHalfToFloat(uint16_t(h));
+    if (std::isnan(hw)) {
+      REQUIRE(std::isnan(f));
+      continue;
+    }
+    REQUIRE(cpu::floatToBits(f) == cpu::floatToBits(hw));
+    REQUIRE(cpu::floatToHalf(f) == uint16_t(h));
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = cpu::bitsToFloat(uint32_t(rng()));
+    if (std::isnan(f)) continue;
+    REQUIRE(cpu::floatToHalf(f) == hardwareHalf(f));
+  }
+}
+
+TEST_CASE("bfloat16 rounds to nearest even and keeps NaN") {
+  CHECK(cpu::floatToBf16(1.0f) == 0x3f80);
+  CHECK(cpu::floatToBf16(cpu::bitsToFloat(0x3f808000)) == 0x3f80);  // tie -> even
+  CHECK(cpu::floatToBf16(cpu::bitsToFloat(0x3f818000)) == 0x3f82);  // tie -> even (up)
+  CHECK(cpu::floatToBf16(cpu::bitsToFloat(0x3f808001)) == 0x3f81);
+  CHECK(std::isnan(cpu::bf16ToFloat(cpu::floatToBf16(std::nanf("")))));
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = cpu::bf16ToFloat(uint16_t(h));
+    if (!std::isnan(f)) REQUIRE(cpu::floatToBf16(f) == h);
+  }
+}
+
+TEST_CASE("copy") {
+  std::vector<int32_t> src{1, 2, 3, 4}, dst(4, -1), dst2(4, -1);
+  cpu::copy(dst.data(), dst2.data(), src.data(), 16);
+  CHECK(dst == src);
+  CHECK(dst2 == src);
+  cpu::copy(src.data(), nullptr, src.data(), 16);  // self copy is a no-op
+  CHECK(src == std::vector<int32_t>{1, 2, 3, 4});
+}

@@ -1,0 +1,255 @@
+// The rendezvous store: in-memory and prefix stores, the server with the tcp client, and
+// hostile clients that must lose only their own connection.
+#include <doctest/doctest.h>
+
+#include <asio/connect.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <atomic>
+#include <thread>
+
+#include "runtime/status.h"
+#include "runtime/store/protocol.h"
+#include "runtime/store/server.h"
+#include "runtime/store/tcp_store.h"
+
+using namespace gyre;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::shared_ptr<TcpStore> client(const StoreServer& server, const std::string& job) {
+  TcpStoreOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.jobId = job;
+  o.connectTimeout = 5000ms;
+  return std::make_shared<TcpStore>(o);
+}
+
+// `other` is a second handle on the same data (a tcp client serves one request at a time).
+void exerciseStore(Store& s, Store& other) {
+  s.set("a", "1");
+  CHECK(s.get("a", 100ms) == "1");
+  s.set("a", std::string("x\0y", 3));  // values are bytes
+  CHECK(s.get("a", 100ms) == std::string("x\0y", 3));
+  CHECK(s.add("n", 5) == 5);
+  CHECK(s.add("n", -7) == -2);
+  CHECK(s.compareSet("c", "", "first") == "first");        // absent counts as ""
+  CHECK(s.compareSet("c", "wrong", "second") == "first");  // no swap, current returned
+  CHECK(s.compareSet("c", "first", "second") == "second");
+  CHECK(s.remove("c"));
+  CHECK_FALSE(s.remove("c"));
+  s.wait({"a", "n"}, 100ms);
+  CHECK_THROWS_AS(s.get("missing", 50ms), Failure);
+  try {
+    s.wait({"a", "missing"}, 50ms);
+    FAIL("wait returned for a missing key");
+  } catch (const Failure& f) {
+    CHECK(f.status().code == Code::timeout);
+  }
+  // get blocks until another thread sets the key.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);  // the getter must be waiting first
+    other.set("late", "here");
+  });
+  CHECK(s.get("late", 5000ms) == "here");
+  setter.join();
+}
+
+// Sends raw bytes on a fresh connection; returns true if the server closed it afterwards.
+bool serverCloses(const StoreServer& server, const std::string& bytes) {
+  asio::io_context io;
+  asio::ip::tcp::socket sock(io);
+  sock.connect({asio::ip::make_address(server.host()), server.port()});
+  asio::write(sock, asio::buffer(bytes));
+  char buf[256];
+  asio::error_code ec;
+  // Drain replies until the server closes (eof) or 3 s pass.
+  sock.non_blocking(false);
+  timeval tv{3, 0};
+  setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  while (true) {
+    sock.read_some(asio::buffer(buf), ec);
+    if (ec == asio::error::eof || ec == asio::error::connection_reset) return true;
+    if (ec) return false;
+  }
+}
+
+std::string frame(const std::string& body) {
+  std::string f(4, '\0');
+  const uint32_t n = uint32_t(body.size());
+  std::memcpy(f.data(), &n, 4);
+  return f + body;
+}
+
+std::string helloFrame(const std::string& job) {
+  store::Writer w;
+  w.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(job);
+  return w.frame();
+}
+
+}  // namespace
+
+TEST_CASE("memory store: every command") {
+  auto s = makeMemoryStore();
+  exerciseStore(*s, *s);
+}
+
+TEST_CASE("prefix stores share the inner store without seeing each other's keys") {
+  auto inner = makeMemoryStore();
+  auto a = makePrefixStore("a", inner), b = makePrefixStore("b", inner);
+  a->set("k", "from a");
+  b->set("k", "from b");
+  CHECK(a->get("k", 10ms) == "from a");
+  CHECK(b->get("k", 10ms) == "from b");
+  CHECK(inner->get("a/k", 10ms) == "from a");
+  exerciseStore(*a, *a);
+}
+
+TEST_CASE("tcp store against the server: every command") {
+  StoreServer server;
+  server.start();
+  auto s = client(server, "job1");
+  auto other = client(server, "job1");
+  exerciseStore(*s, *other);
+}
+
+TEST_CASE("one server, many jobs: keys never cross jobs") {
+  StoreServer server;
+  server.start();
+  auto a = client(server, "jobA"), b = client(server, "jobB");
+  a->set("key", "A");
+  CHECK_THROWS_AS(b->get("key", 50ms), Failure);
+  b->set("key", "B");
+  CHECK(a->get("key", 50ms) == "A");
+  CHECK(b->get("key", 50ms) == "B");
+}
+
+TEST_CASE("concurrent adds from many clients are atomic") {
+  StoreServer server;
+  server.start();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      auto s = client(server, "counter");
+      for (int i = 0; i < 100; ++i) s->add("n", 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(client(server, "counter")->add("n", 0) == 800);
+}
+
+TEST_CASE("hostile clients lose their own connection; the server keeps serving") {
+  StoreServerOptions options;
+  options.frameTimeout = 300ms;
+  StoreServer server(options);
+  server.start();
+  auto good = client(server, "job");
+  good->set("alive", "yes");
+
+  SUBCASE("oversized frame length") {
+    std::string bytes(4, '\xff');
+    CHECK(serverCloses(server, bytes));
+  }
+  SUBCASE("request before hello") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::set)).str("k").str("v");
+    CHECK(serverCloses(server, w.frame()));
+  }
+  SUBCASE("unknown opcode") { CHECK(serverCloses(server, helloFrame("job") + frame("\x63"))); }
+  SUBCASE("string length past the end of the frame") {
+    std::string body = "\x02";                         // set
+    body += std::string("\x10\x00\x00\x00", 4) + "ab";  // key claims 16 bytes, has 2
+    CHECK(serverCloses(server, helloFrame("job") + frame(body)));
+  }
+  SUBCASE("trailing bytes after a valid request") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::remove)).str("k").u8(0);
+    CHECK(serverCloses(server, helloFrame("job") + w.frame()));
+  }
+  SUBCASE("truncated frame, then silence: closed after the frame timeout") {
+    CHECK(serverCloses(server, std::string("\x10\x00\x00\x00\x02", 5)));
+  }
+  SUBCASE("wrong protocol version") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::hello)).u16(999).str("job");
+    CHECK(serverCloses(server, w.frame()));
+  }
+  SUBCASE("key over the size limit") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::set)).str(std::string(store::kMaxKeyBytes + 1, 'k')).str("v");
+    CHECK(serverCloses(server, helloFrame("job") + w.frame()));
+  }
+  SUBCASE("a second request while a get is parked") {
+    store::Writer get1, get2;
+    get1.u8(uint8_t(store::Op::get)).str("never").u32(10000);
+    get2.u8(uint8_t(store::Op::get)).str("never").u32(10000);
+    CHECK(serverCloses(server, helloFrame("job") + get1.frame() + get2.frame()));
+  }
+  CHECK(good->get("alive", 100ms) == "yes");
+  good->set("still", "serving");
+  CHECK(good->get("still", 100ms) == "serving");
+}
+
+TEST_CASE("server limits: clients and keys per job") {
+  StoreServerOptions options;
+  options.maxClients = 2;
+  options.maxKeysPerJob = 3;
+  StoreServer server(options);
+  server.start();
+  auto a = client(server, "job");
+  auto b = client(server, "job");
+  TcpStoreOptions o{server.host(), server.port(), "job", 1000ms};
+  CHECK_THROWS_AS(TcpStore{o}, Failure);  // third client refused
+  a->set("k1", "v");
+  a->set("k2", "v");
+  a->set("k3", "v");
+  a->set("k3", "overwrite is fine");
+  try {
+    a->set("k4", "v");
+    FAIL("key limit not enforced");
+  } catch (const Failure& f) {
+    CHECK(std::string(f.what()).find("limit") != std::string::npos);
+  }
+  CHECK(b->get("k3", 100ms) == "overwrite is fine");
+}
+
+TEST_CASE("a client that disconnects while waiting is forgotten") {
+  StoreServer server;
+  server.start();
+  {
+    asio::io_context io;
+    asio::ip::tcp::socket sock(io);
+    sock.connect({asio::ip::make_address(server.host()), server.port()});
+    store::Writer get;
+    get.u8(uint8_t(store::Op::get)).str("never").u32(60000);
+    asio::write(sock, asio::buffer(helloFrame("job") + get.frame()));
+    char ok[5];
+    asio::read(sock, asio::buffer(ok, 5));  // hello's reply
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (server.clientCount() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);  // polling a counter the server updates
+  }
+  CHECK(server.clientCount() == 0);
+  auto c = client(server, "job");
+  c->set("never", "now");  // waking a departed waiter must not crash
+  CHECK(c->get("never", 100ms) == "now");
+}
+
+TEST_CASE("a client whose server is gone fails fast with a clear error") {
+  auto server = std::make_unique<StoreServer>();
+  server->start();
+  auto c = client(*server, "job");
+  const std::string address = server->address();
+  server.reset();
+  try {
+    c->set("k", "v");
+    FAIL("set succeeded without a server");
+  } catch (const Failure& f) {
+    CHECK(f.status().code == Code::remote_error);
+    CHECK(std::string(f.what()).find(address) != std::string::npos);
+  }
+}
