@@ -45,22 +45,36 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     } else {
       cpu::copy(dst, dst2, received ? received : in, bytes);
     }
-    if (received) {
-      Link& link = recvFrom_->recvLink();
-      link.counters->head.value.store(++recvHead_, std::memory_order_seq_cst);
-      notifyAll(link.counters->head);
-      recvFrom_->recvReleased();
-    }
-    if (slot) {
-      Link& link = sendTo_->sendLink();
-      SlotMeta& meta = link.meta(sendTail_);
-      meta.bytes = bytes;
-      meta.setOp(ctx_.desc);
-      link.counters->tail.value.store(++sendTail_, std::memory_order_seq_cst);
-      notifyAll(link.counters->tail);
-      sendTo_->sendPublished();
-    }
+    if (received) releaseRecv();
+    if (slot) publishSend(bytes);
   }
+}
+
+void HostPrims::sendMarker() {
+  waitSend();
+  publishSend(0);
+}
+
+void HostPrims::recvMarker() {
+  waitRecv(0);
+  releaseRecv();
+}
+
+void HostPrims::releaseRecv() {
+  Link& link = recvFrom_->recvLink();
+  link.counters->head.value.store(++recvHead_, std::memory_order_seq_cst);
+  notifyAll(link.counters->head);
+  recvFrom_->recvReleased();
+}
+
+void HostPrims::publishSend(uint32_t bytes) {
+  Link& link = sendTo_->sendLink();
+  SlotMeta& meta = link.meta(sendTail_);
+  meta.bytes = bytes;
+  meta.setOp(ctx_.desc);
+  link.counters->tail.value.store(++sendTail_, std::memory_order_seq_cst);
+  notifyAll(link.counters->tail);
+  sendTo_->sendPublished();
 }
 
 const std::byte* HostPrims::waitRecv(uint32_t bytes) {

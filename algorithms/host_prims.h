@@ -41,12 +41,16 @@ class HostPrims {
   void localCopy(size_t inOff, size_t outOff, size_t n) {
     run(kInput | kOutput, inOff, outOff, n, false);
   }
+  void sendMarker();
+  void recvMarker();
 
  private:
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final);
   const std::byte* waitRecv(uint32_t bytes);
   std::byte* waitSend();
+  void releaseRecv();
+  void publishSend(uint32_t bytes);
   template <class Ready>
   void waitUntil(WaitWord& word, Ready ready, Connection& conn, const char* direction);
   [[noreturn]] void mismatch(const SlotMeta& meta, uint32_t expectedBytes);

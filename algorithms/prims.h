@@ -9,6 +9,7 @@
 //   recvReduceCopy(inOff, outOff, n, fin)   prev (+) input   -> output
 //   recvReduceCopySend(inOff, outOff, n, fin) prev (+) input -> output, next
 //   localCopy(inOff, outOff, n)             input            -> output
+//   sendMarker() / recvMarker()             an empty slot: carries only the op descriptor
 //
 // Offsets and n count elements of the user's input and output buffers. `fin` marks the step
 // that completes a reduction (avg divides there). Executors slice each call into link slots;

@@ -72,7 +72,9 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
-// recv[i] = send of root [i] on every rank; a pipeline along the ring starting at root.
+// recv[i] = send of root [i] on every rank; a pipeline along the ring starting at root. The
+// last rank closes the ring with a marker to root, so root checks that its peers agree too
+// (otherwise ranks that all believe they are root would never compare descriptors).
 template <class Prims>
 GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count,
                            size_t chunkElems) {
@@ -89,6 +91,8 @@ GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count,
       p.recvCopySend(base, len);
     }
   }
+  if (n > 1 && position == n - 1) p.sendMarker();
+  if (n > 1 && position == 0) p.recvMarker();
 }
 
 }  // namespace gyre::algo

@@ -215,6 +215,8 @@ void Communicator::Impl::run(Collective coll, size_t count, DataType type, RedOp
     body(ctx);
   } catch (const Failure& f) {
     setPoison(f.status());
+    // Closing our connections makes every neighbour fail now instead of at its deadline.
+    for (auto& [key, conn] : connections) conn->close();
     throw;
   }
 }
@@ -315,9 +317,8 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   d.checkBuffers("broadcast", send, bytes, recv, bytes, isRoot, recv);
   d.run(Collective::broadcast, count, type, RedOp::sum, root, [&](const OpContext& ctx) {
     const int n = d.config.nranks, r = d.config.rank;
-    // The ring from root ends at root-1: it receives only; root sends only.
-    Connection* prev = (n > 1 && r != root) ? &d.connection((r + n - 1) % n, 0) : nullptr;
-    Connection* next = (n > 1 && (r + 1) % n != root) ? &d.connection((r + 1) % n, 0) : nullptr;
+    Connection* prev = n > 1 ? &d.connection((r + n - 1) % n, 0) : nullptr;
+    Connection* next = n > 1 ? &d.connection((r + 1) % n, 0) : nullptr;
     HostPrims prims(ctx, prev, next, isRoot ? send : nullptr, recv);
     algo::ringBroadcast(prims, r, n, root, count, d.chunkElems(type));
   });

@@ -14,6 +14,8 @@ struct CountingPrims {
   __device__ void recvReduceCopy(size_t, size_t, size_t, bool) { ++calls; }
   __device__ void recvReduceCopySend(size_t, size_t, size_t, bool) { ++calls; }
   __device__ void localCopy(size_t, size_t, size_t) { ++calls; }
+  __device__ void sendMarker() { ++calls; }
+  __device__ void recvMarker() { ++calls; }
 };
 
 }  // namespace

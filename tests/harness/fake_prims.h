@@ -110,6 +110,14 @@ class FakePrims {
     run(kRecv | kIn | kOut | kSend, i, o, n, fin);
   }
   void localCopy(size_t i, size_t o, size_t n) { run(kIn | kOut, i, o, n, false); }
+  void sendMarker() {
+    ++calls;
+    net_.push((rank_ + 1) % net_.n(), {});
+  }
+  void recvMarker() {
+    ++calls;
+    if (!net_.pop(rank_).empty()) throw std::logic_error("a marker carried data");
+  }
 
  private:
   enum : unsigned { kRecv = 1, kIn = 2, kOut = 4, kSend = 8 };

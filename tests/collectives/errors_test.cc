@@ -1,0 +1,187 @@
+// Failures end in clear errors, fast, naming ranks and operations; never a hang.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gyre/gyre.h"
+#include "tests/harness/thread_ranks.h"
+
+using namespace gyre;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Runs body on rank r and returns the Failure it threw (Code::success if none).
+Status failureOf(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Failure& f) {
+    return f.status();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("invalid arguments are refused before anything is sent, naming the rank") {
+  test::ThreadJob job(2, test::tinySlots(5000ms), "badargs");
+  job.run([&](Communicator& c, int r) {
+    std::vector<float> a(16), b(16);
+    auto s = failureOf([&] { c.allReduce(a.data(), nullptr, 4, DataType::f32, RedOp::sum); });
+    CHECK(s.code == Code::invalid_argument);
+    CHECK(contains(s.message, "rank " + std::to_string(r)));
+    CHECK(contains(s.message, "recvbuff is null"));
+    s = failureOf([&] { c.allReduce(a.data(), a.data() + 1, 4, DataType::f32, RedOp::sum); });
+    CHECK(s.code == Code::invalid_argument);
+    CHECK(contains(s.message, "overlap"));
+    s = failureOf([&] { c.broadcast(a.data(), b.data(), 4, DataType::f32, 2); });
+    CHECK(s.code == Code::invalid_argument);
+    CHECK(contains(s.message, "root 2"));
+    s = failureOf([&] { c.allReduce(a.data(), b.data(), 4, static_cast<DataType>(77), RedOp::sum); });
+    CHECK(s.code == Code::invalid_argument);
+    s = failureOf([&] { c.allReduce(a.data(), b.data(), 4, DataType::f32, static_cast<RedOp>(9)); });
+    CHECK(s.code == Code::invalid_argument);
+    s = failureOf([&] { c.allGather(a.data(), a.data() + 1, 4, DataType::f32); });
+    CHECK(s.code == Code::invalid_argument);
+    // Null buffers are fine with count 0, and the communicator still works afterwards.
+    c.allReduce(nullptr, nullptr, 0, DataType::f32, RedOp::sum);
+    a[0] = float(r + 1);
+    c.allReduce(a.data(), b.data(), 1, DataType::f32, RedOp::sum);
+    CHECK(b[0] == 3.0f);
+  });
+}
+
+TEST_CASE("ranks that disagree on a collective fail with invalid usage naming both sides") {
+  struct Mismatch {
+    const char* name;
+    std::function<void(Communicator&, int, float*, float*)> call;
+  };
+  const std::vector<Mismatch> mismatches{
+      {"count", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10 + r, DataType::f32, RedOp::sum); }},
+      {"dtype", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10, r ? DataType::i32 : DataType::f32, RedOp::sum); }},
+      {"op", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10, DataType::f32, r ? RedOp::max : RedOp::sum); }},
+      {"root", [](Communicator& c, int r, float* a, float* b) { c.broadcast(a, b, 10, DataType::f32, r); }},
+      {"collective", [](Communicator& c, int r, float* a, float* b) {
+         if (r == 0) c.allReduce(a, b, 10, DataType::f32, RedOp::sum);
+         else c.broadcast(a, b, 10, DataType::f32, 0);
+       }},
+  };
+  for (const auto& m : mismatches) {
+    const std::string name = m.name;
+    CAPTURE(name);
+    test::ThreadJob job(2, test::tinySlots(20000ms), std::string("mismatch-") + m.name);
+    std::vector<Status> result(2);
+    const auto start = Clock::now();
+    job.run([&](Communicator& c, int r) {
+      std::vector<float> a(64, 1.0f), b(64);
+      result[r] = failureOf([&] { m.call(c, r, a.data(), b.data()); });
+    });
+    const auto elapsed = Clock::now() - start;
+    CHECK(elapsed < 10s);  // detected from the data, not by the 20 s timeout
+    int invalidUsage = 0;
+    for (int r = 0; r < 2; ++r) {
+      CAPTURE(result[r].message);
+      CHECK(result[r].code != Code::success);
+      if (result[r].code == Code::invalid_usage) {
+        ++invalidUsage;
+        CHECK(contains(result[r].message, "ranks disagree"));
+        CHECK(contains(result[r].message, "rank " + std::to_string(1 - r)));
+      }
+    }
+    CHECK(invalidUsage >= 1);
+    // Poisoned: the next call fails fast with the original cause.
+    job.run([&](Communicator& c, int r) {
+      float x = 1;
+      auto s = failureOf([&] { c.allReduce(&x, &x, 1, DataType::f32, RedOp::sum); });
+      CHECK(s.code == result[r].code);
+      CHECK(contains(s.message, "failed earlier"));
+    });
+  }
+}
+
+TEST_CASE("a rank that never arrives: timeout naming the operation and the peer") {
+  test::ThreadJob job(2, test::tinySlots(1000ms), "timeout");
+  float x = 1, y = 0;
+  const auto start = Clock::now();
+  auto s = failureOf([&] { job.comm(0).allReduce(&x, &y, 1, DataType::f32, RedOp::sum); });
+  const auto elapsed = Clock::now() - start;
+  CHECK(s.code == Code::timeout);
+  CHECK(contains(s.message, "rank 0: all_reduce #1"));
+  CHECK(contains(s.message, "rank 1"));
+  CHECK(elapsed >= 900ms);
+  CHECK(elapsed < 5s);
+}
+
+TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost") {
+  test::ThreadJob job(3, test::tinySlots(30000ms), "peer-leaves");
+  job.destroy(2);
+  const auto start = Clock::now();
+  std::vector<Status> result(2);
+  test::onThreads(2, [&](int r) {
+    std::vector<float> a(4096, 1.0f), b(4096);
+    result[r] = failureOf([&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
+  });
+  CHECK(Clock::now() - start < 10s);
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(result[r].message);
+    CHECK(result[r].code == Code::remote_error);
+    CHECK(contains(result[r].message, "all_reduce #1"));
+  }
+  // Rank 0 receives from rank 2 directly.
+  CHECK(contains(result[0].message, "rank 2"));
+}
+
+TEST_CASE("abort from another thread unblocks a waiting collective promptly") {
+  test::ThreadJob job(2, test::tinySlots(60000ms), "abort");
+  float x = 1, y = 0;
+  Clock::time_point abortedAt;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);  // let the collective start waiting
+    abortedAt = Clock::now();
+    job.comm(0).abort();
+  });
+  auto s = failureOf([&] { job.comm(0).allReduce(&x, &y, 1, DataType::f32, RedOp::sum); });
+  const auto returned = Clock::now();
+  aborter.join();
+  CHECK(s.code == Code::aborted);
+  CHECK(returned - abortedAt < 100ms);
+  CHECK(job.comm(0).asyncError().code == Code::aborted);
+}
+
+TEST_CASE("C API: unique id init on threads, results and error codes") {
+  gyreUniqueId id;
+  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
+  const int n = 3;
+  std::vector<gyreComm_t> comms(n);
+  test::onThreads(n, [&](int r) { REQUIRE(gyreCommInitRank(&comms[r], n, id, r) == gyreSuccess); });
+  test::onThreads(n, [&](int r) {
+    int rank = -1, count = -1;
+    CHECK(gyreCommUserRank(comms[r], &rank) == gyreSuccess);
+    CHECK(gyreCommCount(comms[r], &count) == gyreSuccess);
+    CHECK(rank == r);
+    CHECK(count == n);
+    double v = r + 1, out = 0;
+    CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreProd, comms[r], nullptr) == gyreSuccess);
+    CHECK(out == 6.0);
+    CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) == gyreInvalidArgument);
+    CHECK(contains(gyreGetLastError(comms[r]), "stream"));
+    CHECK(gyreAllReduce(&v, &out, 1, gyreNumTypes, gyreSum, comms[r], nullptr) == gyreInvalidArgument);
+    gyreResult_t async = gyreInternalError;
+    CHECK(gyreCommGetAsyncError(comms[r], &async) == gyreSuccess);
+    CHECK(async == gyreSuccess);
+  });
+  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
+  CHECK(gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, nullptr, nullptr) == gyreInvalidArgument);
+  gyreUniqueId bogus{};
+  gyreComm_t c = nullptr;
+  CHECK(gyreCommInitRank(&c, 2, bogus, 0) == gyreInvalidArgument);
+  CHECK(gyreCommInitRank(&c, 2, id, 5) == gyreInvalidArgument);
+  CHECK(c == nullptr);
+  CHECK(std::string(gyreGetErrorString(gyreTimeout)) == "timeout");
+}
