@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -24,6 +25,7 @@ struct Child {
   pid_t pid = -1;
   int out = -1;  // read ends of the child's stdout / stderr pipes
   int err = -1;
+  std::string prefix;  // "[rank] " or empty
   std::string outPartial, errPartial;
   bool exited = false;
   int status = 0;
@@ -114,13 +116,26 @@ pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask) {
 
 }  // namespace
 
-int launch(const LaunchOptions& o) {
-  sigset_t handled, original;
+namespace {
+sigset_t originalMask;
+sigset_t handledSignals() {
+  sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGINT);
   sigaddset(&handled, SIGTERM);
   sigaddset(&handled, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &handled, &original);
+  return handled;
+}
+}  // namespace
+
+void blockLauncherSignals() {
+  const sigset_t handled = handledSignals();
+  pthread_sigmask(SIG_BLOCK, &handled, &originalMask);
+}
+
+int launch(const LaunchOptions& o) {
+  const sigset_t handled = handledSignals();
+  const sigset_t original = originalMask;
   const int sigfd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) {
     std::perror("gyre-run: signalfd");
@@ -130,6 +145,11 @@ int launch(const LaunchOptions& o) {
   std::vector<Child> children(o.localRanks);
   for (int i = 0; i < o.localRanks; ++i) {
     children[i].rank = o.nodeRank * o.localRanks + i;
+    if (o.prefixOutput) {
+      children[i].prefix = '[';  // appended piecewise: GCC 12 warns falsely on chained +
+      children[i].prefix += std::to_string(children[i].rank);
+      children[i].prefix += "] ";
+    }
     if (spawn(o, children[i], original) < 0) return 1;
   }
 
@@ -154,11 +174,12 @@ int launch(const LaunchOptions& o) {
       if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
     }
     const auto now = Clock::now();
-    int timeoutMs = -1;
+    // Children are also reaped on a timer, should a SIGCHLD ever be missed.
+    int timeoutMs = 200;
     for (auto at : {termAt, killAt}) {
       if (at != Clock::time_point::max()) {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count();
-        timeoutMs = timeoutMs < 0 ? int(std::max<long>(0, ms)) : std::min<int>(timeoutMs, std::max<long>(0, ms));
+        timeoutMs = std::min<int>(timeoutMs, int(std::max<long>(0, ms)));
       }
     }
     if (poll(fds.data(), fds.size(), timeoutMs) < 0 && errno != EINTR) {
@@ -183,7 +204,7 @@ int launch(const LaunchOptions& o) {
         char buf[65536];
         const ssize_t n = read(fds[i].fd, buf, sizeof buf);
         std::string& partial = isOut ? c.outPartial : c.errPartial;
-        const std::string prefix = o.prefixOutput ? "[" + std::to_string(c.rank) + "] " : "";
+        const std::string& prefix = c.prefix;
         const int target = isOut ? STDOUT_FILENO : STDERR_FILENO;
         if (n > 0) {
           partial.append(buf, size_t(n));

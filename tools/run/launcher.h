@@ -19,6 +19,10 @@ struct LaunchOptions {
   std::vector<std::string> command;
 };
 
+// Blocks SIGINT, SIGTERM and SIGCHLD for the calling thread and the threads it starts
+// later; call first in main, before any thread exists, so the launcher sees every one.
+void blockLauncherSignals();
+
 // Runs the job; returns the exit status for gyre-run: 0 when every rank exited 0, else the
 // first failing rank's exit code (128 + signal for a signal).
 int launch(const LaunchOptions& options);

@@ -26,6 +26,7 @@ std::string randomJobId() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gyre::run::blockLauncherSignals();  // before the rendezvous thread starts
   CLI::App app{"gyre-run: start the ranks of a gyre job on this machine"};
   gyre::run::LaunchOptions o;
   int graceMs = int(o.grace.count());
