@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Command 2: install dependencies, build, and run every test: the release build, then the
+# whole suite under ASan+UBSan, then the thread-rank tests under TSan.
+# GYRE_TEST_QUICK=1 runs the release build only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "=== release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure --timeout 900 -j 1)
+
+if [ "${GYRE_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+echo "=== ASan + UBSan build"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGYRE_SANITIZE=address \
+  -DGYRE_WITH_CUDA=OFF
+cmake --build build-asan -j "$jobs"
+# install: an uninstrumented outside program cannot load an ASan library.
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure --timeout 900 -E '^install$')
+
+echo "=== TSan build (ranks as threads)"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGYRE_SANITIZE=thread \
+  -DGYRE_WITH_CUDA=OFF -DGYRE_BUILD_TOOLS=OFF
+cmake --build build-tsan -j "$jobs" --target unit_tests collective_tests
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --output-on-failure --timeout 1500 -R '^(unit|collectives)$')
