@@ -19,7 +19,9 @@ TcpConnection::~TcpConnection() = default;
 
 void TcpConnection::initRing(Ring& ring, Link& link, const LinkConfig& config) {
   ring.metas.resize(config.nSlots);
-  ring.data.reset(new (std::align_val_t(64)) std::byte[config.nSlots * config.slotBytes]);
+  const size_t bytes = (config.nSlots * config.slotBytes + 63) / 64 * 64;
+  ring.data.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
+  if (!ring.data) throw std::bad_alloc();
   link.counters = &ring.counters;
   link.metas = ring.metas.data();
   link.data = ring.data.get();

@@ -6,6 +6,7 @@
 #include <asio/ip/tcp.hpp>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -31,10 +32,13 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void close() override;  // from any thread
 
  private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
   struct Ring {
     LinkCounters counters;
     std::vector<SlotMeta> metas;
-    std::unique_ptr<std::byte[]> data;
+    std::unique_ptr<std::byte, FreeDeleter> data;  // 64-byte aligned slots
   };
 
   void pumpSendOnLoop();
