@@ -64,7 +64,6 @@ void HostPrims::releaseRecv() {
   Link& link = recvFrom_->recvLink();
   link.counters->head.value.store(++recvHead_, std::memory_order_seq_cst);
   notifyAll(link.counters->head);
-  recvFrom_->recvReleased();
 }
 
 void HostPrims::publishSend(uint32_t bytes) {
@@ -81,8 +80,8 @@ const std::byte* HostPrims::waitRecv(uint32_t bytes) {
   Link& link = recvFrom_->recvLink();
   auto& tail = link.counters->tail;
   waitUntil(
-      tail, [&] { return tail.value.load(std::memory_order_acquire) != recvHead_; }, *recvFrom_,
-      "data from");
+      [&] { return tail.value.load(std::memory_order_acquire) != recvHead_; },
+      [&](Clock::time_point until) { recvFrom_->awaitRecv(until); }, *recvFrom_, "data from");
   const SlotMeta& meta = link.meta(recvHead_);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(meta, bytes);
   return link.slot(recvHead_);
@@ -92,40 +91,49 @@ std::byte* HostPrims::waitSend() {
   Link& link = sendTo_->sendLink();
   auto& head = link.counters->head;
   waitUntil(
-      head,
       [&] { return sendTail_ - head.value.load(std::memory_order_acquire) < link.nSlots; },
+      [&](Clock::time_point until) {
+        const uint32_t observed = head.value.load(std::memory_order_seq_cst);
+        if (sendTail_ - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
+      },
       *sendTo_, "buffer space at");
   return link.slot(sendTail_);
 }
 
-template <class Ready>
-void HostPrims::waitUntil(WaitWord& word, Ready ready, Connection& conn, const char* direction) {
+template <class Ready, class Await>
+void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char* direction) {
   if (ready()) return;
-  const auto spinEnd = Clock::now() + ctx_.spin;
-  do {
-    for (int i = 0; i < 32; ++i) cpuRelax();
-    if (ready()) return;
-  } while (Clock::now() < spinEnd);
-
-  const std::string what = "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc);
+  // Optional busy phase (GYRE_SPIN_US): worth it only with a core to spare per rank.
+  if (ctx_.spin.count() > 0) {
+    const auto spinEnd = Clock::now() + ctx_.spin;
+    do {
+      await(Clock::time_point{});  // a non-blocking attempt
+      if (ready()) return;
+      cpuRelax();
+    } while (Clock::now() < spinEnd);
+  }
   while (true) {
-    const uint32_t observed = word.value.load(std::memory_order_seq_cst);
     if (ready()) return;
     // Data that arrived before a failure is still used; the failure counts only when stuck.
     Status broken = conn.failure();
-    if (!broken.ok()) throw Failure(broken.code, what + " failed: " + broken.message);
+    if (!broken.ok()) {
+      const std::string what = "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc);
+      throw Failure(broken.code, what + " failed: " + broken.message);
+    }
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed)) {
-      fail(Code::aborted, what + " aborted by gyreCommAbort");
+      fail(Code::aborted, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                              " aborted by gyreCommAbort");
     }
     const auto now = Clock::now();
     if (now >= ctx_.deadline) {
       const auto secs = std::chrono::duration<double>(ctx_.timeout).count();
-      fail(Code::timeout, what + " timed out after " + std::to_string(secs) + " s waiting for " +
+      fail(Code::timeout, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                              " timed out after " + std::to_string(secs) + " s waiting for " +
                               direction + " rank " + std::to_string(conn.peer()) + " over " +
                               conn.transportName());
     }
-    // Sleep in short slices so an abort is seen promptly even without a wake-up.
-    sleepWhileEqual(word, observed, std::min(ctx_.deadline, now + std::chrono::milliseconds(20)));
+    // Wait in short slices so an abort is seen promptly even without a wake-up.
+    await(std::min(ctx_.deadline, now + std::chrono::milliseconds(20)));
   }
 }
 

@@ -17,7 +17,7 @@ struct OpContext {
   Clock::time_point deadline = Clock::time_point::max();
   Clock::duration timeout = std::chrono::seconds(0);  // for messages
   const std::atomic<bool>* abort = nullptr;           // set by another thread to stop waits
-  Clock::duration spin = std::chrono::microseconds(20);
+  Clock::duration spin = std::chrono::microseconds(0);
 };
 
 class HostPrims {
@@ -51,8 +51,10 @@ class HostPrims {
   std::byte* waitSend();
   void releaseRecv();
   void publishSend(uint32_t bytes);
-  template <class Ready>
-  void waitUntil(WaitWord& word, Ready ready, Connection& conn, const char* direction);
+  // Waits until ready(), calling await(until) to move bytes or sleep; throws on failure,
+  // abort or the deadline.
+  template <class Ready, class Await>
+  void waitUntil(Ready ready, Await await, Connection& conn, const char* direction);
   [[noreturn]] void mismatch(const SlotMeta& meta, uint32_t expectedBytes);
 
   const OpContext& ctx_;

@@ -23,7 +23,7 @@ struct CommConfig {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // GYRE_TIMEOUT (seconds)
   uint32_t nSlots = 8;                                         // GYRE_NSLOTS
   size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
-  std::chrono::microseconds spin{20};                          // GYRE_SPIN_US
+  std::chrono::microseconds spin{0};                           // GYRE_SPIN_US
   std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
 };
 

@@ -74,7 +74,8 @@ struct Link {
 };
 
 // One peer over one channel. The primitives own the producer side of sendLink() and the
-// consumer side of recvLink(); the transport owns the other sides.
+// consumer side of recvLink(); the transport owns the other sides. One thread at a time
+// uses a connection's primitive side (the communicator serialises its collectives).
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -86,8 +87,10 @@ class Connection {
 
   // Called by the producer after it advanced sendLink().counters->tail.
   virtual void sendPublished() = 0;
-  // Called by the consumer after it advanced recvLink().counters->head.
-  virtual void recvReleased() = 0;
+  // Called by the consumer when recvLink() has no filled slot: moves bytes on the calling
+  // thread where the transport needs that, or sleeps, until at least one new slot may be
+  // filled, the connection failed, or `until` passed. Callers re-check and loop.
+  virtual void awaitRecv(Clock::time_point until) = 0;
   // Not ok once the connection broke; the message names the peer and the cause.
   virtual Status failure() const = 0;
   // Blocks until every published send slot left this process, or the deadline passes.

@@ -1,21 +1,31 @@
 #include "transport/tcp/tcp_connection.h"
 
-#include <asio/read.hpp>
 #include <asio/write.hpp>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <span>
 
 namespace gyre {
 
 TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank,
                              int peer, int channel, const LinkConfig& config)
-    : Connection(peer, channel), loop_(loop), socket_(std::move(socket)), selfRank_(selfRank) {
+    : Connection(peer, channel),
+      loop_(loop),
+      selfRank_(selfRank),
+      fd_([&] {
+        asio::error_code ignored;
+        socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+        return socket.release();  // leaves Asio's reactor; we own the descriptor now
+      }()),
+      staging_(kStagingBytes) {
   initRing(sendRing_, send_, config);
   initRing(recvRing_, recv_, config);
-  asio::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
 }
 
-TcpConnection::~TcpConnection() = default;
+TcpConnection::~TcpConnection() { ::close(fd_); }
 
 void TcpConnection::initRing(Ring& ring, Link& link, const LinkConfig& config) {
   ring.metas.resize(config.nSlots);
@@ -29,137 +39,125 @@ void TcpConnection::initRing(Ring& ring, Link& link, const LinkConfig& config) {
   link.slotBytes = config.slotBytes;
 }
 
-void TcpConnection::start() {
-  loop_.post([self = shared_from_this()] { self->pumpRecvOnLoop(); });
-}
-
 void TcpConnection::close() {
+  closed_ = true;
+  ::shutdown(fd_, SHUT_RDWR);
   loop_.post([self = shared_from_this()] {
-    self->closed_ = true;
-    asio::error_code ignored;
-    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    self->socket_.close(ignored);
+    if (self->loopWriter_) {
+      asio::error_code ignored;
+      self->loopWriter_->cancel(ignored);
+    }
   });
 }
 
-// User thread: the producer advanced tail. Wake the loop only if it went idle.
+// ---- sending ------------------------------------------------------------------------------
+
+// User thread: the producer advanced tail. Take the writer token if it is free and write
+// directly; otherwise its holder (the proxy) finds the new slot when its write ends.
 void TcpConnection::sendPublished() {
-  if (sendIdle_.exchange(false, std::memory_order_seq_cst)) {
-    loop_.post([self = shared_from_this()] { self->pumpSendOnLoop(); });
-  }
+  if (writerFree_.exchange(false, std::memory_order_seq_cst)) writeDirect();
 }
 
-// User thread: the consumer advanced head. Wake the loop only if it ran out of slots.
-void TcpConnection::recvReleased() {
-  if (recvStalled_.exchange(false, std::memory_order_seq_cst)) {
-    loop_.post([self = shared_from_this()] { self->pumpRecvOnLoop(); });
+void TcpConnection::writeDirect() {
+  auto& tail = sendRing_.counters.tail.value;
+  while (!closed_.load() && !failed_.load()) {
+    const uint32_t filled = tail.load(std::memory_order_acquire);
+    if (filled == sent_) {
+      // Only this thread publishes, so nothing can arrive between this check and the release.
+      writerFree_.store(true, std::memory_order_seq_cst);
+      return;
+    }
+    const size_t count = gatherFrames(filled);
+    iovec iov[2 * kMaxSlotsPerWrite];
+    for (size_t i = 0; i < count; ++i) {
+      iov[i].iov_base = const_cast<void*>(writeBuffers_[i].data());
+      iov[i].iov_len = writeBuffers_[i].size();
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      advanceSent(size_t(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return fail("send to", errno);
+    break;  // the socket is full: the proxy takes over
   }
+  if (closed_.load() || failed_.load()) return;
+  loop_.post([self = shared_from_this()] { self->pumpSendOnLoop(); });
 }
 
+// Runs only while the proxy holds the writer token.
 void TcpConnection::pumpSendOnLoop() {
-  if (writing_ || closed_ || failed_.load()) return;
+  if (closed_.load() || failed_.load()) return;
   auto& tail = sendRing_.counters.tail.value;
   uint32_t filled = tail.load(std::memory_order_acquire);
   if (filled == sent_) {
-    // Go idle, then look again: the producer may have published between the two reads.
-    sendIdle_.store(true, std::memory_order_seq_cst);
+    // Leave the loop's reactor while idle, release the token, then look again: the producer
+    // may have published in between and found the token taken.
+    if (loopWriter_) {
+      loopWriter_->release();
+      loopWriter_.reset();
+    }
+    writerFree_.store(true, std::memory_order_seq_cst);
     filled = tail.load(std::memory_order_seq_cst);
-    if (filled == sent_ || !sendIdle_.exchange(false, std::memory_order_seq_cst)) return;
+    if (filled == sent_ || !writerFree_.exchange(false, std::memory_order_seq_cst)) return;
   }
-  // Gather consecutive slots (meta + payload each) into one write.
+  if (!loopWriter_) {
+    asio::error_code ec;
+    loopWriter_ = std::make_unique<asio::posix::stream_descriptor>(loop_.context());
+    loopWriter_->assign(fd_, ec);
+    if (ec) return fail("send to", ec.value());
+  }
+  const size_t count = gatherFrames(filled);
+  asio::async_write(*loopWriter_, std::span(writeBuffers_.data(), count),
+                    [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                      if (ec == asio::error::operation_aborted) return;
+                      if (ec) return self->fail("send to", ec.value());
+                      self->advanceSent(n);
+                      self->pumpSendOnLoop();
+                    });
+}
+
+size_t TcpConnection::gatherFrames(uint32_t filled) {
   const uint32_t count = std::min<uint32_t>(filled - sent_, kMaxSlotsPerWrite);
-  auto& buffers = writeBuffers_;  // a member: it must outlive the async write
+  size_t used = 0;
+  size_t skip = sentOffset_;
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t index = sent_ + i;
     const SlotMeta& meta = send_.meta(index);
-    buffers[2 * i] = asio::buffer(&meta, sizeof(SlotMeta));
-    buffers[2 * i + 1] = asio::buffer(send_.slot(index), meta.bytes);
-  }
-  writing_ = true;
-  asio::async_write(
-      socket_, std::span(buffers.data(), 2 * count),
-      [self = shared_from_this(), count](const asio::error_code& ec, size_t) {
-        self->writing_ = false;
-        if (ec) return self->failOnLoop("send to", ec);
-        self->sent_ += count;
-        self->sendRing_.counters.head.value.store(self->sent_, std::memory_order_seq_cst);
-        notifyAll(self->sendRing_.counters.head);
-        self->pumpSendOnLoop();
-      });
-}
-
-void TcpConnection::pumpRecvOnLoop() {
-  if (reading_ || closed_ || failed_.load()) return;
-  auto& head = recvRing_.counters.head.value;
-  if (received_ - head.load(std::memory_order_acquire) >= recv_.nSlots) {
-    recvStalled_.store(true, std::memory_order_seq_cst);
-    if (received_ - head.load(std::memory_order_seq_cst) >= recv_.nSlots ||
-        !recvStalled_.exchange(false, std::memory_order_seq_cst)) {
-      return;
+    const asio::const_buffer parts[2] = {asio::buffer(&meta, sizeof(SlotMeta)),
+                                         asio::buffer(send_.slot(index), meta.bytes)};
+    for (const auto& part : parts) {
+      if (skip >= part.size()) {
+        skip -= part.size();
+        continue;
+      }
+      writeBuffers_[used++] = part + skip;
+      skip = 0;
     }
   }
-  reading_ = true;
-  const uint32_t index = received_;
-  asio::async_read(socket_, asio::buffer(&recv_.meta(index), sizeof(SlotMeta)),
-                   [self = shared_from_this(), index](const asio::error_code& ec, size_t) {
-                     if (ec) {
-                       self->reading_ = false;
-                       return self->failOnLoop("receive from", ec);
-                     }
-                     self->readPayloadOnLoop(index);
-                   });
+  return used;
 }
 
-void TcpConnection::readPayloadOnLoop(uint32_t index) {
-  const uint32_t bytes = recv_.meta(index).bytes;
-  if (bytes > recv_.slotBytes) {
-    reading_ = false;
-    return failOnLoop(Status{Code::remote_error,
-                             "rank " + std::to_string(selfRank_) + ": rank " +
-                                 std::to_string(peer()) + " sent a " + std::to_string(bytes) +
-                                 "-byte frame, larger than the " +
-                                 std::to_string(recv_.slotBytes) +
-                                 "-byte slot (do all ranks use the same GYRE_SLOT_BYTES?)"});
+void TcpConnection::advanceSent(size_t bytes) {
+  const uint32_t before = sent_;
+  while (bytes > 0) {
+    const size_t frame = sizeof(SlotMeta) + send_.meta(sent_).bytes;
+    const size_t step = std::min(bytes, frame - sentOffset_);
+    sentOffset_ += step;
+    bytes -= step;
+    if (sentOffset_ == frame) {
+      ++sent_;
+      sentOffset_ = 0;
+    }
   }
-  asio::async_read(socket_, asio::buffer(recv_.slot(index), bytes),
-                   [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                     self->reading_ = false;
-                     if (ec) return self->failOnLoop("receive from", ec);
-                     ++self->received_;
-                     auto& tail = self->recvRing_.counters.tail;
-                     tail.value.store(self->received_, std::memory_order_seq_cst);
-                     notifyAll(tail);
-                     self->pumpRecvOnLoop();
-                   });
-}
-
-void TcpConnection::failOnLoop(const std::string& what, const asio::error_code& ec) {
-  if (closed_ || ec == asio::error::operation_aborted) return;
-  const std::string cause =
-      ec == asio::error::eof ? "connection closed by the peer" : ec.message();
-  failOnLoop(Status{Code::remote_error, "rank " + std::to_string(selfRank_) + ": " + what +
-                                            " rank " + std::to_string(peer()) +
-                                            " failed over tcp: " + cause});
-}
-
-void TcpConnection::failOnLoop(Status status) {
-  {
-    std::lock_guard lock(failureMutex_);
-    if (failure_.ok()) failure_ = std::move(status);
+  if (sent_ != before) {
+    sendRing_.counters.head.value.store(sent_, std::memory_order_seq_cst);
+    notifyAll(sendRing_.counters.head);
   }
-  failed_.store(true, std::memory_order_seq_cst);
-  asio::error_code ignored;
-  socket_.close(ignored);
-  for (auto* word : {&sendRing_.counters.head, &sendRing_.counters.tail,
-                     &recvRing_.counters.head, &recvRing_.counters.tail}) {
-    notifyAll(*word);
-  }
-}
-
-Status TcpConnection::failure() const {
-  if (!failed_.load(std::memory_order_acquire)) return {};
-  std::lock_guard lock(failureMutex_);
-  return failure_;
 }
 
 Status TcpConnection::flush(Clock::time_point deadline) {
@@ -177,6 +175,116 @@ Status TcpConnection::flush(Clock::time_point deadline) {
     }
     sleepWhileEqual(head, done, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)));
   }
+}
+
+// ---- receiving ----------------------------------------------------------------------------
+
+void TcpConnection::awaitRecv(Clock::time_point until) {
+  while (!failed_.load(std::memory_order_acquire)) {
+    if (readFrames() > 0) return;
+    const auto now = Clock::now();
+    if (now >= until || failed_.load()) return;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(until - now).count();
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, int(std::min<int64_t>(ms, 1 << 30))) == 0) return;
+  }
+}
+
+bool TcpConnection::fillStaging() {
+  stagingBegin_ = stagingEnd_ = 0;
+  while (true) {
+    const ssize_t n = ::recv(fd_, staging_.data(), staging_.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      stagingEnd_ = size_t(n);
+      return true;
+    }
+    if (n == 0) {
+      fail("receive from", 0);
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) fail("receive from", errno);
+    return false;
+  }
+}
+
+// Small frames arrive whole through the staging buffer (one recv for header and payload);
+// the bulk of a large payload is read straight into its slot.
+uint32_t TcpConnection::readFrames() {
+  auto& tail = recvRing_.counters.tail.value;
+  const auto& head = recvRing_.counters.head.value;
+  while (received_ - head.load(std::memory_order_acquire) < recv_.nSlots) {
+    SlotMeta& meta = recv_.meta(received_);
+    const bool inHeader = receivedOffset_ < sizeof(SlotMeta);
+    auto* dst = inHeader ? reinterpret_cast<std::byte*>(&meta) + receivedOffset_
+                         : recv_.slot(received_) + (receivedOffset_ - sizeof(SlotMeta));
+    const size_t want = inHeader ? sizeof(SlotMeta) - receivedOffset_
+                                 : sizeof(SlotMeta) + meta.bytes - receivedOffset_;
+    size_t got = 0;
+    if (stagingBegin_ < stagingEnd_) {
+      got = std::min(want, stagingEnd_ - stagingBegin_);
+      std::memcpy(dst, staging_.data() + stagingBegin_, got);
+      stagingBegin_ += got;
+    } else if (!inHeader && want >= staging_.size()) {
+      const ssize_t n = ::recv(fd_, dst, want, MSG_DONTWAIT);
+      if (n == 0) {
+        fail("receive from", 0);
+        return 0;
+      }
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) fail("receive from", errno);
+        return 0;
+      }
+      got = size_t(n);
+    } else if (want > 0 && !fillStaging()) {
+      return 0;
+    }
+    receivedOffset_ += got;
+    if (receivedOffset_ == sizeof(SlotMeta) && inHeader && meta.bytes > recv_.slotBytes) {
+      fail(Status{Code::remote_error,
+                  "rank " + std::to_string(selfRank_) + ": rank " + std::to_string(peer()) +
+                      " sent a " + std::to_string(meta.bytes) + "-byte frame, larger than the " +
+                      std::to_string(recv_.slotBytes) +
+                      "-byte slot (do all ranks use the same GYRE_SLOT_BYTES?)"});
+      return 0;
+    }
+    if (receivedOffset_ >= sizeof(SlotMeta) && receivedOffset_ == sizeof(SlotMeta) + meta.bytes) {
+      receivedOffset_ = 0;
+      ++received_;
+      tail.store(received_, std::memory_order_release);
+      return 1;  // the waiter needs one slot; more are read when it asks again
+    }
+  }
+  return 0;
+}
+
+// ---- failures -----------------------------------------------------------------------------
+
+void TcpConnection::fail(const std::string& what, int err) {
+  if (closed_.load()) return;
+  const std::string cause = err == 0 ? "connection closed by the peer" : errnoText(err);
+  fail(Status{Code::remote_error, "rank " + std::to_string(selfRank_) + ": " + what + " rank " +
+                                      std::to_string(peer()) + " failed over tcp: " + cause});
+}
+
+void TcpConnection::fail(Status status) {
+  {
+    std::lock_guard lock(failureMutex_);
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+  failed_.store(true, std::memory_order_seq_cst);
+  ::shutdown(fd_, SHUT_RDWR);
+  for (auto* word : {&sendRing_.counters.head, &sendRing_.counters.tail,
+                     &recvRing_.counters.head, &recvRing_.counters.tail}) {
+    notifyAll(*word);
+  }
+}
+
+Status TcpConnection::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(failureMutex_);
+  return failure_;
 }
 
 }  // namespace gyre

@@ -1,9 +1,22 @@
-// A tcp connection to one peer: both link rings live in this process; the proxy on the event
-// loop writes filled send slots to the socket and reads frames (SlotMeta + payload) into
-// free recv slots. The user thread and the loop meet only at the ring counters and two flags.
+// A tcp connection to one peer; both link rings live in this process.
+//
+// Sending: frames (SlotMeta + payload) are written by whoever holds the writer token. The
+// user thread writes directly with a non-blocking sendmsg while the proxy is idle; when the
+// socket is full it hands the token and the rest to the proxy on the event loop, so a
+// collective never blocks on a send the peer cannot take yet.
+//
+// Receiving: the thread waiting in a collective reads frames into free recv slots itself and
+// sleeps in poll() on the socket, so the kernel wakes exactly the thread that needs the data;
+// a hand-off through the event loop would cost a thread wake-up per frame.
+//
+// The descriptor belongs to this object, not to Asio: it is registered with the event loop
+// only while the proxy has a write outstanding (otherwise every arriving frame would wake
+// the loop). It is shut down on failure and closed only on destruction, so no thread ever
+// reaches a reused descriptor.
 #pragma once
 
 #include <asio/ip/tcp.hpp>
+#include <asio/posix/stream_descriptor.hpp>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -23,13 +36,12 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
                 int channel, const LinkConfig& config);
   ~TcpConnection() override;
 
-  void start();  // begins moving bytes; call once, from any thread
   void sendPublished() override;
-  void recvReleased() override;
+  void awaitRecv(Clock::time_point until) override;
   Status failure() const override;
   Status flush(Clock::time_point deadline) override;
+  void close() override;
   const char* transportName() const override { return "tcp"; }
-  void close() override;  // from any thread
 
  private:
   struct FreeDeleter {
@@ -40,34 +52,42 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
     std::vector<SlotMeta> metas;
     std::unique_ptr<std::byte, FreeDeleter> data;  // 64-byte aligned slots
   };
+  static constexpr uint32_t kMaxSlotsPerWrite = 8;
+  static constexpr size_t kStagingBytes = 16 * 1024;
 
-  void pumpSendOnLoop();
-  void pumpRecvOnLoop();
-  void readPayloadOnLoop(uint32_t index);
-  void failOnLoop(const std::string& what, const asio::error_code& ec);
-  void failOnLoop(Status status);
   static void initRing(Ring& ring, Link& link, const LinkConfig& config);
 
+  // Writer side; only the holder of the writer token runs these.
+  void writeDirect();
+  void pumpSendOnLoop();
+  size_t gatherFrames(uint32_t filled);  // frames from sent_ into writeBuffers_
+  void advanceSent(size_t bytes);        // accounts bytes written, publishes head
+
+  // Reader side; only the thread in a collective runs these.
+  uint32_t readFrames();  // non-blocking; returns frames completed (stops after the first)
+  bool fillStaging();     // one recv into the staging buffer; false if nothing came
+
+  void fail(const std::string& what, int err);
+  void fail(Status status);  // any thread: records, shuts the socket down, wakes waiters
+
   EventLoop& loop_;
-  asio::ip::tcp::socket socket_;
   const int selfRank_;
+  const int fd_;
   Ring sendRing_;
   Ring recvRing_;
 
-  static constexpr uint32_t kMaxSlotsPerWrite = 8;
-
-  // Loop-thread state.
+  std::atomic<bool> writerFree_{true};  // exchange(false) == true: you now own writing
   std::array<asio::const_buffer, 2 * kMaxSlotsPerWrite> writeBuffers_;
-  uint32_t sent_ = 0;      // send slots written to the socket
-  uint32_t received_ = 0;  // recv slots filled from the socket
-  bool writing_ = false;
-  bool reading_ = false;
-  bool closed_ = false;
+  uint32_t sent_ = 0;      // send slots completely written
+  size_t sentOffset_ = 0;  // bytes of frame sent_ already written
+  std::unique_ptr<asio::posix::stream_descriptor> loopWriter_;  // loop thread only
 
-  // Hand-off flags between the user thread and the loop.
-  std::atomic<bool> sendIdle_{true};
-  std::atomic<bool> recvStalled_{false};
+  uint32_t received_ = 0;      // recv slots completely filled
+  size_t receivedOffset_ = 0;  // bytes of frame received_ read so far
+  std::vector<std::byte> staging_;
+  size_t stagingBegin_ = 0, stagingEnd_ = 0;
 
+  std::atomic<bool> closed_{false};
   mutable std::mutex failureMutex_;
   Status failure_;
   std::atomic<bool> failed_{false};

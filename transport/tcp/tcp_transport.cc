@@ -215,7 +215,7 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   }
   auto conn = std::make_shared<TcpConnection>(loop_, std::move(d->socket), config_.rank,
                                               peer.rank, channel, config_);
-  conn->start();
+
   return conn;
 }
 
@@ -233,7 +233,7 @@ std::shared_ptr<Connection> TcpTransport::awaitAccepted(const PeerInfo& peer, in
   lock.unlock();
   auto conn = std::make_shared<TcpConnection>(loop_, std::move(socket), config_.rank, peer.rank,
                                               channel, config_);
-  conn->start();
+
   return conn;
 }
 
