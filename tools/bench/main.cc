@@ -119,22 +119,35 @@ struct Run {
     }
   }
 
-  // Fills this rank's input (where the collective reads it) and poisons the output.
-  void prepare(size_t bytes) {
-    const RedOp valueOp = (o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter) ? o.op : RedOp::max;
+  // Fills this rank's input (where the collective reads it), poisons the output and, when
+  // checking, computes the expected output.
+  void prepare(size_t bytes, bool withExpected) {
+    using gyre::bench::fillPeriodic;
+    const bool reduces = o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter;
+    const RedOp valueOp = reduces ? o.op : RedOp::max;
+    const size_t period = gyre::bench::patternPeriod(valueOp, n);
     std::memset(recv.data(), 0xA5, recvCount(bytes) * es * (o.inPlace && o.coll == Coll::reduce_scatter ? n : 1));
-    unsigned char* in = static_cast<unsigned char*>(sendPtr(bytes));
-    for (size_t i = 0; i < sendCount(bytes); ++i) storeValue(o.type, in, i, patternValue(valueOp, rank, n, i));
-    const size_t rc = recvCount(bytes);
-    for (size_t i = 0; i < rc; ++i) {
-      double v = 0;
-      switch (o.coll) {
-        case Coll::all_reduce: v = reducedValue(o.op, n, i); break;
-        case Coll::all_gather: v = patternValue(RedOp::max, int(i / perRank(bytes)), n, i % perRank(bytes)); break;
-        case Coll::reduce_scatter: v = reducedValue(o.op, n, size_t(rank) * rc + i); break;
-        case Coll::broadcast: v = patternValue(RedOp::max, o.root, n, i); break;
-      }
-      storeValue(o.type, expected.data(), i, v);
+    fillPeriodic(o.type, sendPtr(bytes), sendCount(bytes), period,
+                 [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+    if (!withExpected) return;
+    const size_t rc = recvCount(bytes), per = perRank(bytes);
+    switch (o.coll) {
+      case Coll::all_reduce:
+        fillPeriodic(o.type, expected.data(), rc, period, [&](size_t i) { return reducedValue(o.op, n, i); });
+        break;
+      case Coll::all_gather:
+        for (int r = 0; r < n; ++r) {
+          fillPeriodic(o.type, expected.data() + size_t(r) * per * es, per, period,
+                       [&](size_t i) { return patternValue(RedOp::max, r, n, i); });
+        }
+        break;
+      case Coll::reduce_scatter:
+        // Offsets start at rank * rc, which need not be a multiple of the period.
+        for (size_t i = 0; i < rc; ++i) storeValue(o.type, expected.data(), i, reducedValue(o.op, n, size_t(rank) * rc + i));
+        break;
+      case Coll::broadcast:
+        fillPeriodic(o.type, expected.data(), rc, period, [&](size_t i) { return patternValue(RedOp::max, o.root, n, i); });
+        break;
     }
   }
 
@@ -225,7 +238,7 @@ int main(int argc, char** argv) {
   int rows = 0;
   for (double b = double(o.minBytes); b <= double(o.maxBytes) * 1.0000001; b *= o.factor) {
     const size_t bytes = size_t(b);
-    run.prepare(bytes);
+    run.prepare(bytes, false);
     for (int i = 0; i < o.warmup; ++i) run.once(bytes);
     run.barrier();
     const auto t0 = std::chrono::steady_clock::now();
@@ -234,7 +247,7 @@ int main(int argc, char** argv) {
     const double time = run.maxOverRanks(us);
     uint64_t wrong = 0;
     if (o.check) {
-      run.prepare(bytes);
+      run.prepare(bytes, true);
       run.barrier();
       run.once(bytes);
       wrong = run.sumOverRanks(run.wrong(bytes));

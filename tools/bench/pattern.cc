@@ -29,6 +29,18 @@ double patternValue(RedOp op, int rank, int n, size_t i) {
   return 0;
 }
 
+size_t patternPeriod(RedOp op, int n) {
+  // Values depend on (7 rank + 3 i) mod m, so m is a period in i.
+  switch (op) {
+    case RedOp::sum: return size_t(std::clamp(240 / n, 1, 10)) + 1;
+    case RedOp::prod: return 2;
+    case RedOp::avg: return size_t(std::max(0, std::min(10, 240 / (n * n)))) + 1;
+    case RedOp::min:
+    case RedOp::max: return 101;
+  }
+  return 1;
+}
+
 double reducedValue(RedOp op, int n, size_t i) {
   double acc = patternValue(op, 0, n, i);
   for (int r = 1; r < n; ++r) {
