@@ -73,6 +73,29 @@ torch-env)
   [ $ok -eq 1 ] || fail "torch-style init failed 3 times"
   grep -q 'walkthrough: 3 ranks, all correct' "$out" || fail "no success line"
   ;;
+multi-node)
+  # A standalone gyre-rendezvous and two "machines" (two gyre-run) of 2 ranks each.
+  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 >"$out.server" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
+  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  [ -n "$address" ] || { kill $server; fail "gyre-rendezvous did not print its address"; }
+  for node in 0 1; do
+    GYRE_TIMEOUT=60 GYRE_SOCKET_IFNAME=lo timeout 120 "$run" -n 2 --nnodes 2 --node-rank $node \
+      --rendezvous "$address" --job multi-node-test -- "$walk" >"$out.$node" 2>&1 &
+    pids[$node]=$!
+  done
+  ok=1
+  for node in 0 1; do wait "${pids[$node]}" || ok=0; done
+  kill -TERM $server
+  wait $server
+  server_rc=$?
+  cat "$out.0" "$out.1" "$out.server" >"$out"
+  rm -f "$out.0" "$out.1" "$out.server"
+  [ $ok -eq 1 ] || fail "a node failed"
+  grep -q '^\[0\] walkthrough: 4 ranks, all correct' "$out" || fail "no success line from global rank 0"
+  [ "$server_rc" -eq 0 ] || fail "gyre-rendezvous exited $server_rc on SIGTERM"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "PASS: $case_name"
