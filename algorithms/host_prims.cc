@@ -1,6 +1,7 @@
 #include "algorithms/host_prims.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "kernels/cpu/reduce.h"
 
@@ -126,9 +127,10 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
     }
     const auto now = Clock::now();
     if (now >= ctx_.deadline) {
-      const auto secs = std::chrono::duration<double>(ctx_.timeout).count();
+      std::ostringstream secs;
+      secs << std::chrono::duration<double>(ctx_.timeout).count();
       fail(Code::timeout, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
-                              " timed out after " + std::to_string(secs) + " s waiting for " +
+                              " timed out after " + secs.str() + " s waiting for " +
                               direction + " rank " + std::to_string(conn.peer()) + " over " +
                               conn.transportName());
     }

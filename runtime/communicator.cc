@@ -9,6 +9,7 @@
 #include "algorithms/host_prims.h"
 #include "algorithms/ring.h"
 #include "runtime/bootstrap.h"
+#include "runtime/failure_board.h"
 #include "runtime/log.h"
 #include "runtime/store/server.h"
 #include "runtime/store/tcp_store.h"
@@ -52,6 +53,7 @@ struct Communicator::Impl {
   CommConfig config;
   std::unique_ptr<StoreServer> hostedServer;  // rank 0, torch-style
   std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<FailureBoard> board;
   std::vector<PeerInfo> peers;
   std::unique_ptr<EventLoop> loop;
   std::unique_ptr<TcpTransport> tcp;
@@ -95,6 +97,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
   TcpStoreOptions opts;
   opts.jobId = config.jobId;
   opts.connectTimeout = config.timeout;
+  opts.replyTimeout = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(30));
   std::string address = config.rendezvous;
   if (address.empty()) {
     if (config.hostAddress.empty()) {
@@ -124,8 +127,11 @@ void Communicator::Impl::init() {
   } else if (auto* tcpStore = dynamic_cast<TcpStore*>(store.get())) {
     listenHost = tcpStore->localAddress();  // the interface that reaches the rendezvous
   }
-  bootstrap = std::make_unique<Bootstrap>(makePrefixStore("comm", store), config.rank,
-                                          config.nranks, config.timeout);
+  // Every rank creates a job's communicators in the same order, so counting its own gives
+  // all ranks the same fresh namespace for this one.
+  const int64_t index = store->add("communicators/" + std::to_string(config.rank), 1);
+  auto commStore = makePrefixStore("comm" + std::to_string(index), store);
+  bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout);
   loop = std::make_unique<EventLoop>("gyre-progress");
   LinkConfig link;
   link.jobId = config.jobId;
@@ -144,6 +150,7 @@ void Communicator::Impl::init() {
   for (int r = 0; r < config.nranks; ++r) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
+  board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
   // Ring neighbours now; other pairs connect on first use.
   if (config.nranks > 1) {
     connection((config.rank + 1) % config.nranks, 0);
@@ -211,14 +218,20 @@ void Communicator::Impl::run(Collective coll, size_t count, DataType type, RedOp
   ctx.deadline = Clock::now() + config.timeout;
   ctx.abort = &abortFlag;
   ctx.spin = config.spin;
+  board->started(ctx.desc);
   try {
     body(ctx);
   } catch (const Failure& f) {
-    setPoison(f.status());
+    Status s = f.status();
+    if (s.code == Code::timeout) s.message += "; " + board->attribute(ctx.desc);
+    // Record the cause before closing: the neighbours woken by the close then report it.
+    s = board->report(s, ctx.desc);
+    setPoison(s);
     // Closing our connections makes every neighbour fail now instead of at its deadline.
     for (auto& [key, conn] : connections) conn->close();
-    throw;
+    throw Failure(s);
   }
+  board->completed(ctx.desc);
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -232,6 +245,7 @@ std::unique_ptr<Communicator> Communicator::create(CommConfig config) {
 
 Communicator::~Communicator() {
   auto& d = *impl_;
+  d.board.reset();
   if (d.poisoned().ok()) {
     // Let the last slots of the last collective reach the peers before closing.
     const auto deadline = Clock::now() + std::min<Clock::duration>(d.config.timeout,

@@ -126,7 +126,7 @@ struct TcpStore::Impl {
 
   // A request whose reply can take up to `wait` (get, wait) gets that plus a margin.
   std::chrono::milliseconds replyTimeout(std::chrono::milliseconds wait = {}) const {
-    return wait + options.connectTimeout;
+    return wait + options.replyTimeout;
   }
 };
 

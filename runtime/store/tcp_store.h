@@ -14,9 +14,10 @@ struct TcpStoreOptions {
   std::string host;
   uint16_t port = 0;
   std::string jobId;
-  // How long to keep trying to reach the server (it may start after us) and to wait for
-  // replies to non-blocking requests.
+  // How long to keep trying to reach the server (it may start after us).
   std::chrono::milliseconds connectTimeout{30000};
+  // How long past its own wait a request may take before the server counts as lost.
+  std::chrono::milliseconds replyTimeout{30000};
 };
 
 class TcpStore : public Store {

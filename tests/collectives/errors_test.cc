@@ -111,11 +111,31 @@ TEST_CASE("a rank that never arrives: timeout naming the operation and the peer"
   const auto start = Clock::now();
   auto s = failureOf([&] { job.comm(0).allReduce(&x, &y, 1, DataType::f32, RedOp::sum); });
   const auto elapsed = Clock::now() - start;
+  CAPTURE(s.message);
   CHECK(s.code == Code::timeout);
   CHECK(contains(s.message, "rank 0: all_reduce #1"));
-  CHECK(contains(s.message, "rank 1"));
+  CHECK(contains(s.message, "rank 1 never entered all_reduce #1 (its last completed: none)"));
   CHECK(elapsed >= 900ms);
   CHECK(elapsed < 5s);
+}
+
+TEST_CASE("a timeout names the rank that never entered and what it last completed") {
+  test::ThreadJob job(3, test::tinySlots(1500ms), "attribution");
+  job.run([&](Communicator& c, int) {
+    float x = 1, y = 0;
+    c.broadcast(&x, &y, 1, DataType::f32, 0);  // #1, everyone
+  });
+  std::vector<Status> result(2);
+  test::onThreads(2, [&](int r) {  // rank 2 never calls #2
+    float x = 1, y = 0;
+    result[r] = failureOf([&] { job.comm(r).allReduce(&x, &y, 1, DataType::f32, RedOp::sum); });
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(result[r].message);
+    CHECK(result[r].code == Code::timeout);
+    CHECK(contains(result[r].message,
+                   "rank 2 never entered all_reduce #2 (its last completed: broadcast #1"));
+  }
 }
 
 TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost") {
@@ -133,8 +153,9 @@ TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost
     CHECK(result[r].code == Code::remote_error);
     CHECK(contains(result[r].message, "all_reduce #1"));
   }
-  // Rank 0 receives from rank 2 directly.
+  // Both name the rank that left: rank 0 saw it directly, rank 1 through the recorded cause.
   CHECK(contains(result[0].message, "rank 2"));
+  CHECK(contains(result[1].message, "rank 2"));
 }
 
 TEST_CASE("abort from another thread unblocks a waiting collective promptly") {
