@@ -1,13 +1,12 @@
 // The C API: argument checks that need no communicator, exceptions turned into result codes,
 // and the last error message kept per thread.
-#include <openssl/rand.h>
-
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "gyre/gyre.h"
+#include "runtime/auth.h"
 #include "runtime/communicator.h"
 #include "runtime/store/server.h"
 
@@ -64,27 +63,16 @@ gyre::RedOp opOf(gyreRedOp_t op) {
   return static_cast<gyre::RedOp>(op);
 }
 
-// Unique id layout (128 bytes): magic "GYU1", u16 port, u8 host length, host (up to 64
-// bytes), job id (32 hex chars).
-constexpr char kIdMagic[4] = {'G', 'Y', 'U', '1'};
-constexpr size_t kIdHostOffset = 7, kIdHostMax = 64, kIdJobOffset = kIdHostOffset + kIdHostMax;
+// Unique id layout (128 bytes): magic "GYU2", u16 port, u8 host length, host (up to 46
+// bytes), job id (32 hex chars), secret (32 hex chars), zero padding.
+constexpr char kIdMagic[4] = {'G', 'Y', 'U', '2'};
+constexpr size_t kIdHostOffset = 7, kIdHostMax = 46, kIdJobOffset = kIdHostOffset + kIdHostMax,
+                 kIdSecretOffset = kIdJobOffset + 32;
+static_assert(kIdSecretOffset + 32 <= GYRE_UNIQUE_ID_BYTES, "unique id layout");
 
 std::mutex serversMutex;
 std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
 
-std::string randomHex(size_t bytes) {
-  std::vector<unsigned char> raw(bytes);
-  if (RAND_bytes(raw.data(), int(bytes)) != 1) {
-    gyre::fail(gyre::Code::system_error, "no random bytes from the system");
-  }
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : raw) {
-    hex += digits[c >> 4];
-    hex += digits[c & 15];
-  }
-  return hex;
-}
 
 }  // namespace
 
@@ -100,6 +88,8 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
   return guarded([&] {
     if (!uniqueId) gyre::fail(gyre::Code::invalid_argument, "uniqueId is null");
     gyre::StoreServerOptions options;
+    const std::string secret = gyre::auth::randomHex(16);
+    options.secret = secret;
     const char* host = std::getenv("GYRE_RENDEZVOUS_HOST");
     if (host && *host) options.host = host;
     if (options.host.size() > kIdHostMax) {
@@ -114,8 +104,9 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
     std::memcpy(id + 4, &port, 2);
     id[6] = char(server->host().size());
     std::memcpy(id + kIdHostOffset, server->host().data(), server->host().size());
-    const std::string job = randomHex(16);
+    const std::string job = gyre::auth::randomHex(16);
     std::memcpy(id + kIdJobOffset, job.data(), job.size());
+    std::memcpy(id + kIdSecretOffset, secret.data(), secret.size());
     std::lock_guard lock(serversMutex);
     servers.push_back(std::move(server));
   });
@@ -137,6 +128,7 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
     config.nranks = nranks;
     config.rendezvous = gyre::joinHostPort(std::string(id + kIdHostOffset, hostLen), port);
     config.jobId = std::string(id + kIdJobOffset, 32);
+    config.secret = std::string(id + kIdSecretOffset, 32);
     gyre::applyTuningEnv(config);
     auto impl = gyre::Communicator::create(std::move(config));
     *comm = new gyreComm{std::move(impl)};

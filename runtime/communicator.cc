@@ -96,6 +96,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
   if (config.store) return config.store;
   TcpStoreOptions opts;
   opts.jobId = config.jobId;
+  opts.secret = config.secret;
   opts.connectTimeout = config.timeout;
   opts.replyTimeout = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(30));
   std::string address = config.rendezvous;
@@ -109,6 +110,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
     if (config.rank == 0) {
       StoreServerOptions server;
       splitHostPort(address, server.host, server.port);
+      server.secret = config.secret;
       hostedServer = std::make_unique<StoreServer>(server);
       hostedServer->start();
       GYRE_LOG(info, who() + ": hosting the rendezvous at " + hostedServer->address());
@@ -135,6 +137,7 @@ void Communicator::Impl::init() {
   loop = std::make_unique<EventLoop>("gyre-progress");
   LinkConfig link;
   link.jobId = config.jobId;
+  link.secret = config.secret;
   link.rank = config.rank;
   link.nranks = config.nranks;
   link.nSlots = config.nSlots;
@@ -263,6 +266,10 @@ Communicator::~Communicator() {
 
 int Communicator::rank() const { return impl_->config.rank; }
 int Communicator::size() const { return impl_->config.nranks; }
+std::string Communicator::dataAddress() const {
+  const auto& self = impl_->peers[impl_->config.rank];
+  return joinHostPort(self.tcpHost, self.tcpPort);
+}
 
 void Communicator::abort() {
   impl_->abortFlag.store(true);

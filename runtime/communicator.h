@@ -25,6 +25,8 @@ class Communicator {
 
   int rank() const;
   int size() const;
+  // host:port where this rank accepts data connections (for logs and tests).
+  std::string dataAddress() const;
 
   void allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
   void allGather(const void* send, void* recv, size_t sendCount, DataType type);

@@ -49,6 +49,7 @@ CommConfig configFromEnv() {
   c.rank = int(envInt(haveGyreRank ? "GYRE_RANK" : "RANK", 0, 0, 1 << 24));
   c.nranks = int(envInt(env("GYRE_WORLD_SIZE") ? "GYRE_WORLD_SIZE" : "WORLD_SIZE", 1, 1, 1 << 24));
   if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;
+  if (const char* v = env("GYRE_SECRET")) c.secret = v;
   if (const char* v = env("GYRE_RENDEZVOUS")) {
     c.rendezvous = v;
   } else if (c.nranks > 1) {

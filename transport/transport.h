@@ -23,7 +23,8 @@ struct PeerInfo {
 
 // Settings every transport of one communicator shares.
 struct LinkConfig {
-  std::string jobId;  // at most 32 bytes; the handshake refuses other jobs
+  std::string jobId;   // at most 32 bytes; the handshake refuses other jobs
+  std::string secret;  // both ends of a connection prove they know it
   int rank = 0;
   int nranks = 1;
   uint32_t nSlots = 8;

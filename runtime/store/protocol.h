@@ -11,14 +11,15 @@
 
 namespace gyre::store {
 
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxValueBytes = 1 << 20;
 inline constexpr size_t kMaxWaitKeys = 1024;
 inline constexpr size_t kMaxFrameBytes = kMaxValueBytes * 2 + kMaxKeyBytes + 64;
 
 enum class Op : uint8_t {
-  hello = 1,  // u16 version, str job                         -> ok
+  hello = 1,  // u16 version, str job, str client nonce (16)  -> ok str server nonce, str server mac
+  auth = 8,   // str client mac (32)                          -> ok (else the server closes)
   set = 2,    // str key, str value                           -> ok
   get = 3,    // str key, u32 timeout_ms                      -> ok str value | timeout
   add = 4,    // str key, i64 delta                           -> ok i64 value

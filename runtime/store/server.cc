@@ -5,12 +5,14 @@
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/auth.h"
 #include "runtime/log.h"
 #include "runtime/status.h"
 #include "runtime/store/protocol.h"
@@ -74,7 +76,9 @@ struct Session : std::enable_shared_from_this<Session> {
   asio::steady_timer frameTimer;
   std::string peer;
   std::string jobName;
-  Job* job = nullptr;
+  Job* job = nullptr;         // set once the client proved the secret
+  std::string pendingJob;     // between hello and auth
+  std::string clientNonce, serverNonce;
   uint32_t frameLength = 0;
   std::string body;
   std::deque<std::string> outbox;
@@ -82,6 +86,16 @@ struct Session : std::enable_shared_from_this<Session> {
   bool writing = false;
   bool closed = false;
   std::shared_ptr<Waiter> parked;
+
+  // A client must say hello and prove the secret within the frame timeout; afterwards it
+  // may stay idle as long as its job runs.
+  void start() {
+    frameTimer.expires_after(server.options.frameTimeout);
+    frameTimer.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (!ec && !self->job) self->close("did not authenticate within the frame timeout");
+    });
+    readHeader();
+  }
 
   void readHeader() {
     asio::async_read(socket, asio::buffer(&frameLength, 4),
@@ -99,13 +113,15 @@ struct Session : std::enable_shared_from_this<Session> {
                    std::to_string(store::kMaxFrameBytes) + "-byte limit");
     }
     body.resize(frameLength);
-    frameTimer.expires_after(server.options.frameTimeout);
-    frameTimer.async_wait([self = shared_from_this()](const asio::error_code& tec) {
-      if (!tec) self->close("frame not completed within the frame timeout");
-    });
+    if (job) {  // before authentication the hello timer is running already
+      frameTimer.expires_after(server.options.frameTimeout);
+      frameTimer.async_wait([self = shared_from_this()](const asio::error_code& tec) {
+        if (!tec) self->close("frame not completed within the frame timeout");
+      });
+    }
     asio::async_read(socket, asio::buffer(body),
                      [self = shared_from_this()](const asio::error_code& rec, size_t) {
-                       self->frameTimer.cancel();
+                       if (self->job) self->frameTimer.cancel();
                        if (self->closed) return;
                        if (rec) {
                          return self->close(rec == asio::error::eof
@@ -124,18 +140,42 @@ struct Session : std::enable_shared_from_this<Session> {
   void handle() {
     Reader in(body);
     const auto op = static_cast<Op>(in.u8());
-    if (!job && op != Op::hello) throw ProtocolError("first request must be hello");
+    if (!job && op != Op::hello && op != Op::auth) throw ProtocolError("first request must be hello");
     switch (op) {
       case Op::hello: {
-        if (job) throw ProtocolError("second hello");
+        if (job || !serverNonce.empty()) throw ProtocolError("second hello");
         const uint16_t version = in.u16();
         std::string name = in.str(store::kMaxKeyBytes);
+        clientNonce = in.str(64);
         in.end();
         if (version != store::kVersion) {
           replyError("protocol version " + std::to_string(version) + " not supported");
           return close("protocol version " + std::to_string(version));
         }
-        jobName = std::move(name);
+        if (clientNonce.size() != sizeof(auth::Nonce)) throw ProtocolError("bad nonce size");
+        const auto nonce = auth::randomNonce();
+        serverNonce.assign(auth::view(nonce));
+        pendingJob = std::move(name);
+        const auto proof =
+            auth::mac(server.options.secret, "gyre-store-server", pendingJob, clientNonce, serverNonce);
+        Writer w;
+        w.u8(uint8_t(Reply::ok)).str(serverNonce).str({reinterpret_cast<const char*>(proof.data()), proof.size()});
+        return send(w.frame());
+      }
+      case Op::auth: {
+        if (job || serverNonce.empty()) throw ProtocolError("auth out of order");
+        const std::string given = in.str(64);
+        in.end();
+        auth::Mac theirs{};
+        if (given.size() != theirs.size()) throw ProtocolError("bad mac size");
+        std::memcpy(theirs.data(), given.data(), theirs.size());
+        const auto expected =
+            auth::mac(server.options.secret, "gyre-store-client", pendingJob, serverNonce, clientNonce);
+        if (!auth::equal(theirs, expected)) {
+          return close("authentication failed for job '" + pendingJob +
+                       "' (the client's secret differs from the server's)");
+        }
+        jobName = std::move(pendingJob);
         job = &server.jobs[jobName];
         ++job->sessions;
         return replyOk();
@@ -334,7 +374,7 @@ void StoreServer::Impl::accept() {
         auto session = std::make_shared<Session>(*this, std::move(socket));
         sessions.insert(session);
         clientCount = sessions.size();
-        session->readHeader();
+        session->start();
       }
     } else {
       GYRE_LOG(warn, "rendezvous: accept failed: " + ec.message());

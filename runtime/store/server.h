@@ -18,6 +18,8 @@ struct StoreServerOptions {
   size_t maxQueuedReplyBytes = 8 << 20;
   // A frame whose first byte arrived must be complete within this.
   std::chrono::milliseconds frameTimeout{10000};
+  // Clients must prove they know it (HMAC challenge-response); empty: the empty key.
+  std::string secret;
 };
 
 class StoreServer {

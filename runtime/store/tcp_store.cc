@@ -4,9 +4,11 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "runtime/auth.h"
 #include "runtime/status.h"
 #include "runtime/store/protocol.h"
 #include "runtime/store/server.h"
@@ -67,9 +69,39 @@ struct TcpStore::Impl {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     socket.set_option(tcp::no_delay(true), ec);
+    authenticate();
+  }
+
+  // Both sides prove they know the job's secret; see docs/protocol.md.
+  void authenticate() {
+    const auto clientNonce = auth::randomNonce();
+    store::Writer hello;
+    hello.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(options.jobId).str(auth::view(clientNonce));
+    const std::string body = roundTrip(hello.frame(), options.connectTimeout);
+    store::Reader in(body);
+    if (status(in) != Reply::ok) expectOk(body, "hello");
+    const std::string serverNonce = in.str(64);
+    const std::string proof = in.str(64);
+    const auto expected = auth::mac(options.secret, "gyre-store-server", options.jobId,
+                                    auth::view(clientNonce), serverNonce);
+    auth::Mac given{};
+    if (proof.size() != given.size()) fail(Code::remote_error, where() + ": malformed hello reply");
+    std::memcpy(given.data(), proof.data(), given.size());
+    if (!auth::equal(given, expected)) {
+      broken = true;
+      fail(Code::invalid_usage, where() + " does not know this job's secret (GYRE_SECRET or "
+                                          "--secret must be the same for the server and every rank)");
+    }
+    const auto answer = auth::mac(options.secret, "gyre-store-client", options.jobId, serverNonce,
+                                  auth::view(clientNonce));
     store::Writer w;
-    w.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(options.jobId);
-    expectOk(roundTrip(w.frame(), options.connectTimeout), "hello");
+    w.u8(uint8_t(store::Op::auth)).str({reinterpret_cast<const char*>(answer.data()), answer.size()});
+    try {
+      expectOk(roundTrip(w.frame(), options.connectTimeout), "authentication");
+    } catch (const Failure&) {
+      fail(Code::invalid_usage, where() + " refused this client's secret (GYRE_SECRET or "
+                                          "--secret must be the same for the server and every rank)");
+    }
   }
 
   // Sends one frame and returns the reply body. The deadline covers both directions.

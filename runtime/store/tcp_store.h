@@ -14,6 +14,7 @@ struct TcpStoreOptions {
   std::string host;
   uint16_t port = 0;
   std::string jobId;
+  std::string secret;  // the job's shared secret (empty: the empty key)
   // How long to keep trying to reach the server (it may start after us).
   std::chrono::milliseconds connectTimeout{30000};
   // How long past its own wait a request may take before the server counts as lost.

@@ -33,7 +33,8 @@ inline void onThreads(int n, const std::function<void(int)>& body) {
 class ThreadJob {
  public:
   // `base` supplies timeouts and slot geometry; rank, size and rendezvous are filled in.
-  ThreadJob(int n, CommConfig base, const std::string& jobId) : comms_(n) {
+  ThreadJob(int n, CommConfig base, const std::string& jobId)
+      : server_(serverOptions(base)), comms_(n) {
     server_.start();
     onThreads(n, [&](int r) {
       CommConfig c = base;
@@ -54,6 +55,11 @@ class ThreadJob {
   StoreServer& server() { return server_; }
 
  private:
+  static StoreServerOptions serverOptions(const CommConfig& base) {
+    StoreServerOptions o;
+    o.secret = base.secret;
+    return o;
+  }
   StoreServer server_;
   std::vector<std::unique_ptr<Communicator>> comms_;
 };

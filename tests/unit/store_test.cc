@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "runtime/auth.h"
 #include "runtime/status.h"
 #include "runtime/store/protocol.h"
 #include "runtime/store/server.h"
@@ -19,11 +20,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::shared_ptr<TcpStore> client(const StoreServer& server, const std::string& job) {
+std::shared_ptr<TcpStore> client(const StoreServer& server, const std::string& job,
+                                 const std::string& secret = "") {
   TcpStoreOptions o;
   o.host = server.host();
   o.port = server.port();
   o.jobId = job;
+  o.secret = secret;
   o.connectTimeout = 5000ms;
   return std::make_shared<TcpStore>(o);
 }
@@ -58,12 +61,43 @@ void exerciseStore(Store& s, Store& other) {
   setter.join();
 }
 
-// Sends raw bytes on a fresh connection; returns true if the server closed it afterwards.
-bool serverCloses(const StoreServer& server, const std::string& bytes) {
+std::string helloFrame(const std::string& job, const auth::Nonce& nonce) {
+  store::Writer w;
+  w.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(job).str(auth::view(nonce));
+  return w.frame();
+}
+
+std::string readFrame(asio::ip::tcp::socket& sock) {
+  uint32_t n = 0;
+  asio::read(sock, asio::buffer(&n, 4));
+  std::string body(n, '\0');
+  asio::read(sock, asio::buffer(body));
+  return body;
+}
+
+// Says hello and authenticates with the empty secret, as a well-behaved client would.
+void handshake(asio::ip::tcp::socket& sock, const std::string& job) {
+  const auto nonce = auth::randomNonce();
+  asio::write(sock, asio::buffer(helloFrame(job, nonce)));
+  const std::string reply = readFrame(sock);  // Reader views it: keep it alive
+  store::Reader in(reply);
+  REQUIRE(in.u8() == 0);
+  const std::string serverNonce = in.str(64);
+  const auto m = auth::mac("", "gyre-store-client", job, serverNonce, auth::view(nonce));
+  store::Writer w;
+  w.u8(uint8_t(store::Op::auth)).str({reinterpret_cast<const char*>(m.data()), m.size()});
+  asio::write(sock, asio::buffer(w.frame()));
+  REQUIRE(readFrame(sock) == std::string(1, '\0'));
+}
+
+// Sends raw bytes on a fresh connection (after a proper handshake if `authenticated`);
+// returns true if the server closed it afterwards.
+bool serverCloses(const StoreServer& server, const std::string& bytes, bool authenticated = false) {
   asio::io_context io;
   asio::ip::tcp::socket sock(io);
   sock.connect({asio::ip::make_address(server.host()), server.port()});
-  asio::write(sock, asio::buffer(bytes));
+  if (authenticated) handshake(sock, "job");
+  if (!bytes.empty()) asio::write(sock, asio::buffer(bytes));
   char buf[256];
   asio::error_code ec;
   // Drain replies until the server closes (eof) or 3 s pass.
@@ -82,12 +116,6 @@ std::string frame(const std::string& body) {
   const uint32_t n = uint32_t(body.size());
   std::memcpy(f.data(), &n, 4);
   return f + body;
-}
-
-std::string helloFrame(const std::string& job) {
-  store::Writer w;
-  w.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(job);
-  return w.frame();
 }
 
 }  // namespace
@@ -158,35 +186,48 @@ TEST_CASE("hostile clients lose their own connection; the server keeps serving")
     w.u8(uint8_t(store::Op::set)).str("k").str("v");
     CHECK(serverCloses(server, w.frame()));
   }
-  SUBCASE("unknown opcode") { CHECK(serverCloses(server, helloFrame("job") + frame("\x63"))); }
+  SUBCASE("unknown opcode") { CHECK(serverCloses(server, frame("\x63"), true)); }
+  SUBCASE("a request after hello but before auth") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::set)).str("k").str("v");
+    CHECK(serverCloses(server, helloFrame("job", auth::randomNonce()) + w.frame()));
+  }
+  SUBCASE("a wrong proof") {
+    store::Writer w;
+    w.u8(uint8_t(store::Op::auth)).str(std::string(32, 'x'));
+    CHECK(serverCloses(server, helloFrame("job", auth::randomNonce()) + w.frame()));
+  }
   SUBCASE("string length past the end of the frame") {
     std::string body = "\x02";                         // set
     body += std::string("\x10\x00\x00\x00", 4) + "ab";  // key claims 16 bytes, has 2
-    CHECK(serverCloses(server, helloFrame("job") + frame(body)));
+    CHECK(serverCloses(server, frame(body), true));
   }
   SUBCASE("trailing bytes after a valid request") {
     store::Writer w;
     w.u8(uint8_t(store::Op::remove)).str("k").u8(0);
-    CHECK(serverCloses(server, helloFrame("job") + w.frame()));
+    CHECK(serverCloses(server, w.frame(), true));
   }
   SUBCASE("truncated frame, then silence: closed after the frame timeout") {
     CHECK(serverCloses(server, std::string("\x10\x00\x00\x00\x02", 5)));
   }
+  SUBCASE("connect and say nothing: closed after the frame timeout") {
+    CHECK(serverCloses(server, ""));
+  }
   SUBCASE("wrong protocol version") {
     store::Writer w;
-    w.u8(uint8_t(store::Op::hello)).u16(999).str("job");
+    w.u8(uint8_t(store::Op::hello)).u16(999).str("job").str(auth::view(auth::randomNonce()));
     CHECK(serverCloses(server, w.frame()));
   }
   SUBCASE("key over the size limit") {
     store::Writer w;
     w.u8(uint8_t(store::Op::set)).str(std::string(store::kMaxKeyBytes + 1, 'k')).str("v");
-    CHECK(serverCloses(server, helloFrame("job") + w.frame()));
+    CHECK(serverCloses(server, w.frame(), true));
   }
   SUBCASE("a second request while a get is parked") {
     store::Writer get1, get2;
     get1.u8(uint8_t(store::Op::get)).str("never").u32(10000);
     get2.u8(uint8_t(store::Op::get)).str("never").u32(10000);
-    CHECK(serverCloses(server, helloFrame("job") + get1.frame() + get2.frame()));
+    CHECK(serverCloses(server, get1.frame() + get2.frame(), true));
   }
   CHECK(good->get("alive", 100ms) == "yes");
   good->set("still", "serving");
@@ -201,7 +242,11 @@ TEST_CASE("server limits: clients and keys per job") {
   server.start();
   auto a = client(server, "job");
   auto b = client(server, "job");
-  TcpStoreOptions o{server.host(), server.port(), "job", 1000ms};
+  TcpStoreOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.jobId = "job";
+  o.connectTimeout = 1000ms;
   CHECK_THROWS_AS(TcpStore{o}, Failure);  // third client refused
   a->set("k1", "v");
   a->set("k2", "v");
@@ -223,11 +268,10 @@ TEST_CASE("a client that disconnects while waiting is forgotten") {
     asio::io_context io;
     asio::ip::tcp::socket sock(io);
     sock.connect({asio::ip::make_address(server.host()), server.port()});
+    handshake(sock, "job");
     store::Writer get;
     get.u8(uint8_t(store::Op::get)).str("never").u32(60000);
-    asio::write(sock, asio::buffer(helloFrame("job") + get.frame()));
-    char ok[5];
-    asio::read(sock, asio::buffer(ok, 5));  // hello's reply
+    asio::write(sock, asio::buffer(get.frame()));
   }
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (server.clientCount() != 0 && std::chrono::steady_clock::now() < deadline) {
@@ -252,4 +296,27 @@ TEST_CASE("a client whose server is gone fails fast with a clear error") {
     CHECK(f.status().code == Code::remote_error);
     CHECK(std::string(f.what()).find(address) != std::string::npos);
   }
+}
+
+TEST_CASE("the job secret: right secret in, wrong or missing secret out, both directions") {
+  StoreServerOptions options;
+  options.secret = "s3cret";
+  StoreServer server(options);
+  server.start();
+  auto good = client(server, "job", "s3cret");
+  good->set("k", "v");
+  for (const std::string bad : {"", "S3CRET"}) {
+    try {
+      client(server, "job", bad);
+      FAIL("a client with the wrong secret got in");
+    } catch (const Failure& f) {
+      CHECK(f.status().code == Code::invalid_usage);
+      CHECK(std::string(f.what()).find("secret") != std::string::npos);
+    }
+  }
+  // A client with a secret refuses a server that cannot prove it.
+  StoreServer open;
+  open.start();
+  CHECK_THROWS_AS(client(open, "job", "s3cret"), Failure);
+  CHECK(good->get("k", 100ms) == "v");
 }

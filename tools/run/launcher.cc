@@ -96,6 +96,7 @@ pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask) {
     put("GYRE_LOCAL_SIZE", std::to_string(o.localRanks));
     put("GYRE_RENDEZVOUS", o.rendezvous);
     put("GYRE_JOB_ID", o.jobId);
+    put("GYRE_SECRET", o.secret);
     put("RANK", std::to_string(rank));
     put("WORLD_SIZE", std::to_string(world));
     put("LOCAL_RANK", std::to_string(localRank));

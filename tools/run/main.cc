@@ -1,29 +1,15 @@
 // gyre-run: launch the ranks of a job on this machine.
 //   gyre-run -n 4 gyre-bench all_reduce
 //   gyre-run -n 8 --nnodes 2 --node-rank 0 --rendezvous host:port -- ./train
-#include <openssl/rand.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 
+#include "runtime/auth.h"
 #include "runtime/status.h"
 #include "runtime/store/server.h"
 #include "tools/run/launcher.h"
 
-namespace {
-std::string randomJobId() {
-  unsigned char raw[8];
-  if (RAND_bytes(raw, sizeof raw) != 1) return "gyre-run";
-  static const char* digits = "0123456789abcdef";
-  std::string hex = "run-";
-  for (unsigned char c : raw) {
-    hex += digits[c >> 4];
-    hex += digits[c & 15];
-  }
-  return hex;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   gyre::run::blockLauncherSignals();  // before the rendezvous thread starts
@@ -41,6 +27,9 @@ int main(int argc, char** argv) {
   app.add_option("--node-rank", o.nodeRank, "this machine's index in [0, nnodes)");
   app.add_option("--job", o.jobId, "job id shared by all machines (default: random, or "
                                    "GYRE_JOB_ID)");
+  app.add_option("--secret", o.secret,
+                 "job secret shared by every machine and the rendezvous (default: GYRE_SECRET, "
+                 "else random for a single machine)");
   app.add_option("--grace-ms", graceMs, "after a rank fails: wait before SIGTERM, then SIGKILL")
       ->capture_default_str();
   app.add_flag("--no-prefix", noPrefix, "do not prefix output lines with [rank]");
@@ -67,7 +56,19 @@ int main(int argc, char** argv) {
     } else if (o.nnodes > 1) {
       o.jobId = "default";
     } else {
-      o.jobId = randomJobId();
+      o.jobId = "run-" + gyre::auth::randomHex(8);
+    }
+  }
+
+  if (o.secret.empty()) {
+    const char* env = std::getenv("GYRE_SECRET");
+    if (env && *env) {
+      o.secret = env;
+    } else if (o.nnodes == 1 && o.rendezvous.empty()) {
+      o.secret = gyre::auth::randomHex(16);
+    } else {
+      std::fprintf(stderr, "gyre-run: warning: no --secret or GYRE_SECRET: connections of this "
+                           "job are not authenticated\n");
     }
   }
 
@@ -80,7 +81,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     try {
-      server = std::make_unique<gyre::StoreServer>(gyre::StoreServerOptions{});
+      gyre::StoreServerOptions options;  // loopback only
+      options.secret = o.secret;
+      server = std::make_unique<gyre::StoreServer>(options);
       server->start();
     } catch (const gyre::Failure& f) {
       std::fprintf(stderr, "gyre-run: %s\n", f.what());

@@ -6,6 +6,7 @@
 #include <asio/write.hpp>
 #include <future>
 
+#include "runtime/auth.h"
 #include "runtime/log.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_connection.h"
@@ -19,6 +20,8 @@ struct TcpTransport::Pending {
   tcp::socket socket;
   asio::steady_timer timer;
   wire::Hello hello{};
+  wire::Challenge challenge{};
+  wire::Proof proof{};
   wire::Ack ack{};
   std::string remote;
 };
@@ -102,17 +105,65 @@ void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
           pending->socket.close(ignored);
           return;
         }
-        std::memcpy(pending->ack.magic, wire::kAckMagic, 4);
-        pending->ack.status = 0;
-        asio::async_write(pending->socket, asio::buffer(&pending->ack, sizeof(wire::Ack)),
-                          [this, pending](const asio::error_code& wec, size_t) {
-                            if (wec) return;
-                            std::lock_guard lock(mutex_);
-                            const auto key = std::make_pair(int(pending->hello.fromRank),
-                                                            int(pending->hello.channel));
-                            accepted_.insert_or_assign(key, std::move(pending->socket));
-                            accepted_cv_.notify_all();
-                          });
+        sendChallengeOnLoop(pending);
+      });
+}
+
+void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
+  const auto nonce = auth::randomNonce();
+  const auto helloBytes = wire::bytesOf(&pending->hello, sizeof(wire::Hello));
+  std::memcpy(pending->challenge.magic, wire::kChallengeMagic, 4);
+  std::memcpy(pending->challenge.nonce, nonce.data(), nonce.size());
+  const auto proof = auth::mac(config_.secret, "gyre-accept", helloBytes, auth::view(nonce));
+  std::memcpy(pending->challenge.mac, proof.data(), proof.size());
+  pending->timer.expires_after(config_.handshakeTimeout);
+  pending->timer.async_wait([pending](const asio::error_code& ec) {
+    if (!ec) {
+      asio::error_code ignored;
+      pending->socket.close(ignored);
+    }
+  });
+  asio::async_write(
+      pending->socket, asio::buffer(&pending->challenge, sizeof(wire::Challenge)),
+      [this, pending](const asio::error_code& ec, size_t) {
+        if (ec) return;
+        asio::async_read(
+            pending->socket, asio::buffer(&pending->proof, sizeof(wire::Proof)),
+            [this, pending](const asio::error_code& rec, size_t) {
+              pending->timer.cancel();
+              const std::string who = "rank " + std::to_string(config_.rank) +
+                                      ": refused a data connection from " + pending->remote +
+                                      " claiming to be rank " +
+                                      std::to_string(pending->hello.fromRank) + ": ";
+              if (rec) {
+                GYRE_LOG(warn, who + "no proof of the job secret (" + rec.message() + ")");
+                return;
+              }
+              auth::Mac given;
+              std::memcpy(given.data(), pending->proof.mac, given.size());
+              const auto expected =
+                  auth::mac(config_.secret, "gyre-connect",
+                            wire::bytesOf(&pending->hello, sizeof(wire::Hello)),
+                            wire::bytesOf(pending->challenge.nonce, 16));
+              if (std::memcmp(pending->proof.magic, wire::kProofMagic, 4) != 0 ||
+                  !auth::equal(given, expected)) {
+                GYRE_LOG(warn, who + "authentication failed (a different GYRE_SECRET?)");
+                asio::error_code ignored;
+                pending->socket.close(ignored);
+                return;
+              }
+              std::memcpy(pending->ack.magic, wire::kAckMagic, 4);
+              pending->ack.status = 0;
+              asio::async_write(pending->socket, asio::buffer(&pending->ack, sizeof(wire::Ack)),
+                                [this, pending](const asio::error_code& wec, size_t) {
+                                  if (wec) return;
+                                  std::lock_guard lock(mutex_);
+                                  const auto key = std::make_pair(int(pending->hello.fromRank),
+                                                                  int(pending->hello.channel));
+                                  accepted_.insert_or_assign(key, std::move(pending->socket));
+                                  accepted_cv_.notify_all();
+                                });
+            });
       });
 }
 
@@ -132,7 +183,11 @@ struct Dial {
   asio::steady_timer timer;
   tcp::endpoint endpoint;
   wire::Hello hello{};
+  wire::Challenge challenge{};
+  wire::Proof proof{};
   wire::Ack ack{};
+  std::string secret;
+  bool acceptorProved = true;
   Clock::time_point deadline;
   std::promise<asio::error_code> result;
   bool done = false;
@@ -143,6 +198,28 @@ struct Dial {
     result.set_value(ec);
   }
 };
+
+// The acceptor proves the secret first; only then do we prove it in turn.
+void answerChallengeOnLoop(std::shared_ptr<Dial> d) {
+  const auto helloBytes = wire::bytesOf(&d->hello, sizeof d->hello);
+  const auto nonce = wire::bytesOf(d->challenge.nonce, 16);
+  auth::Mac given;
+  std::memcpy(given.data(), d->challenge.mac, given.size());
+  if (std::memcmp(d->challenge.magic, wire::kChallengeMagic, 4) != 0 ||
+      !auth::equal(given, auth::mac(d->secret, "gyre-accept", helloBytes, nonce))) {
+    d->acceptorProved = false;
+    return d->finish(asio::error::access_denied);
+  }
+  std::memcpy(d->proof.magic, wire::kProofMagic, 4);
+  const auto proof = auth::mac(d->secret, "gyre-connect", helloBytes, nonce);
+  std::memcpy(d->proof.mac, proof.data(), proof.size());
+  asio::async_write(d->socket, asio::buffer(&d->proof, sizeof d->proof),
+                    [d](const asio::error_code& wec, size_t) {
+                      if (wec) return d->finish(wec);
+                      asio::async_read(d->socket, asio::buffer(&d->ack, sizeof d->ack),
+                                       [d](const asio::error_code& rec, size_t) { d->finish(rec); });
+                    });
+}
 
 void dialOnLoop(std::shared_ptr<Dial> d) {
   d->socket.async_connect(d->endpoint, [d](const asio::error_code& ec) {
@@ -161,9 +238,10 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
     asio::async_write(d->socket, asio::buffer(&d->hello, sizeof d->hello),
                       [d](const asio::error_code& wec, size_t) {
                         if (wec) return d->finish(wec);
-                        asio::async_read(d->socket, asio::buffer(&d->ack, sizeof d->ack),
+                        asio::async_read(d->socket, asio::buffer(&d->challenge, sizeof d->challenge),
                                          [d](const asio::error_code& rec, size_t) {
-                                           d->finish(rec);
+                                           if (rec) return d->finish(rec);
+                                           answerChallengeOnLoop(d);
                                          });
                       });
   });
@@ -193,6 +271,9 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   d->hello.nranks = config_.nranks;
   d->hello.nSlots = config_.nSlots;
   d->hello.slotBytes = uint32_t(config_.slotBytes);
+  const auto nonce = auth::randomNonce();
+  std::memcpy(d->hello.nonce, nonce.data(), nonce.size());
+  d->secret = config_.secret;
   auto result = d->result.get_future();
   loop_.post([d] { dialOnLoop(d); });
 
@@ -206,6 +287,10 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
     fail(Code::timeout, who + ": timed out");
   }
   ec = result.get();
+  if (!d->acceptorProved) {
+    fail(Code::invalid_usage, who + ": the peer could not prove the job secret (is GYRE_SECRET "
+                                    "the same on every rank?)");
+  }
   if (ec == asio::error::eof) {
     fail(Code::remote_error, who + ": the peer refused the handshake (see its log)");
   }

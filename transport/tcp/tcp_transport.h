@@ -1,6 +1,8 @@
 // Tcp transport: one listener per rank on the address that reaches the rendezvous; the lower
-// rank of a pair dials, both check a handshake (magic, version, job id, ranks, channel, slot
-// geometry) before any data flows. Anything else on the port is logged and closed.
+// rank of a pair dials. Before any data flows both sides check the handshake (magic,
+// version, job id, ranks, channel, slot geometry) and prove they know the job's secret with
+// an HMAC challenge-response (docs/protocol.md). Anything else on the port is logged and
+// closed and never reaches a link.
 #pragma once
 
 #include <asio/ip/tcp.hpp>
@@ -32,6 +34,7 @@ class TcpTransport : public Transport {
   struct Pending;
   void acceptOnLoop();
   void readHelloOnLoop(std::shared_ptr<Pending> pending);
+  void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
   std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel,
                                    Clock::time_point deadline);
   std::shared_ptr<Connection> awaitAccepted(const PeerInfo& peer, int channel,

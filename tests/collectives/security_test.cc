@@ -1,0 +1,160 @@
+// Strangers and wrong secrets never reach a link or a store key, and never disturb a job.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "runtime/store/tcp_store.h"
+#include "tests/harness/thread_ranks.h"
+#include "transport/tcp/handshake.h"
+
+using namespace gyre;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Endpoint {
+  std::string host;
+  uint16_t port;
+};
+
+Endpoint endpointOf(const std::string& address) {
+  Endpoint e;
+  splitHostPort(address, e.host, e.port);
+  return e;
+}
+
+// One hostile visit to a port: returns after the server closed it (or `waitMs` passed).
+// Plain sockets: Asio's synchronous reads ignore receive timeouts.
+void visit(const Endpoint& e, const std::string& bytes, int waitMs = 3000) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(e.port);
+  inet_pton(AF_INET, e.host.c_str(), &addr.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    if (!bytes.empty()) (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+    char buf[512];
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0 && ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0) break;
+    }
+  }
+  ::close(fd);
+}
+
+// A Hello a real rank would send for this job, then a made-up proof.
+std::string forgedHandshake(const std::string& job, int from, int to, int n) {
+  wire::Hello h{};
+  std::memcpy(h.magic, wire::kHelloMagic, 4);
+  h.version = wire::kProtocolVersion;
+  wire::copyJobId(h.jobId, job);
+  h.fromRank = from;
+  h.toRank = to;
+  h.nranks = n;
+  h.nSlots = 4;
+  h.slotBytes = 256;
+  wire::Proof p{};
+  std::memcpy(p.magic, wire::kProofMagic, 4);
+  std::memset(p.mac, 0x42, sizeof p.mac);
+  return std::string(reinterpret_cast<const char*>(&h), sizeof h) +
+         std::string(reinterpret_cast<const char*>(&p), sizeof p);
+}
+
+}  // namespace
+
+TEST_CASE("ranks with different secrets fail to connect, saying why") {
+  test::ThreadJob* job = nullptr;
+  CommConfig base = test::tinySlots(3000ms);
+  base.secret = "one";
+  // Rank 1 joins with another secret: its store login is refused.
+  StoreServerOptions options;
+  options.secret = "one";
+  StoreServer server(options);
+  server.start();
+  std::vector<Status> result(2);
+  test::onThreads(2, [&](int r) {
+    CommConfig c = base;
+    c.rank = r;
+    c.nranks = 2;
+    c.rendezvous = server.address();
+    c.jobId = "secrets";
+    if (r == 1) c.secret = "two";
+    try {
+      Communicator::create(c);
+    } catch (const Failure& f) {
+      result[r] = f.status();
+    }
+  });
+  (void)job;
+  CAPTURE(result[1].message);
+  CHECK(result[1].code == Code::invalid_usage);
+  CHECK(result[1].message.find("secret") != std::string::npos);
+  CHECK(result[0].code == Code::timeout);  // rank 0 waited for a rank that never came
+}
+
+TEST_CASE("strangers on every port during running collectives change nothing") {
+  CommConfig base = test::tinySlots(30000ms);
+  base.secret = "the-real-secret";
+  const int n = 3;
+  test::ThreadJob job(n, base, "strangers");
+  std::vector<Endpoint> ports;
+  for (int r = 0; r < n; ++r) ports.push_back(endpointOf(job.comm(r).dataAddress()));
+  ports.push_back(endpointOf(job.server().address()));
+
+  std::atomic<bool> running{true};
+  std::atomic<int> visits{0};
+  std::thread stranger([&] {
+    while (running) {
+      for (size_t i = 0; i < ports.size() && running; ++i) {
+        visit(ports[i], std::string(1024, '\x17'));                       // garbage
+        visit(ports[i], forgedHandshake("strangers", (int(i) + 1) % n, int(i) % n, n));
+        visit(ports[i], "", 50);                                            // silence
+        visits += 3;
+      }
+      // The rendezvous with the wrong secret.
+      TcpStoreOptions o;
+      o.host = ports.back().host;
+      o.port = ports.back().port;
+      o.jobId = "strangers";
+      o.secret = "guess";
+      o.connectTimeout = 2000ms;
+      try {
+        TcpStore intruder(o);
+        FAIL("a client with the wrong secret got into the rendezvous");
+      } catch (const Failure&) {
+      }
+    }
+  });
+
+  // Rank 0 keeps the job going (a broadcast each round) until every port saw strangers.
+  const int target = int(ports.size()) * 3 * 3;
+  std::vector<int> wrong(n, 0);
+  job.run([&](Communicator& c, int r) {
+    std::vector<int32_t> in(4099), out(4099);
+    for (int iter = 0; iter < 100000; ++iter) {
+      for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t(r * 1000 + iter + int(i));
+      c.allReduce(in.data(), out.data(), in.size(), DataType::i32, RedOp::sum);
+      for (size_t i = 0; i < out.size(); ++i) {
+        const int32_t expect = 1000 * (n * (n - 1) / 2) + n * (iter + int(i));
+        wrong[r] += out[i] != expect;
+      }
+      int32_t go = r == 0 ? int32_t(visits.load() < target) : -1;
+      c.broadcast(&go, &go, 1, DataType::i32, 0);
+      if (!go) break;
+    }
+  });
+  running = false;
+  stranger.join();
+  MESSAGE(visits.load() << " hostile connections during the collectives");
+  CHECK(visits.load() >= target);
+  for (int r = 0; r < n; ++r) CHECK(wrong[r] == 0);
+}
