@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 
 namespace gyre::cpu {
 
@@ -26,8 +30,10 @@ struct Isa {
 Isa pickIsa() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-      __builtin_cpu_supports("fma")) {
+  // F16C is CPUID leaf 1, ECX bit 29 (not every compiler's builtin knows its name).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
     return {avx2::reduceEntry, "avx2+f16c"};
   }
 #endif

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gyre::store {
 
@@ -95,5 +96,21 @@ class Reader {
   std::string_view in_;
   size_t pos_ = 0;
 };
+
+// One parsed request. Fields not used by its opcode stay empty.
+struct Request {
+  Op op{};
+  uint16_t version = 0;
+  std::string job, nonce, mac;  // hello, auth
+  std::string key, value;       // set, get, add, compare_set (value = expected), remove
+  std::string desired;          // compare_set
+  std::vector<std::string> keys;  // wait
+  uint32_t timeoutMs = 0;       // get, wait
+  int64_t delta = 0;            // add
+};
+
+// Parses a request body; throws ProtocolError on anything malformed, over a limit, unknown
+// or with trailing bytes.
+Request parseRequest(std::string_view body);
 
 }  // namespace gyre::store

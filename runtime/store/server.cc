@@ -138,39 +138,36 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void handle() {
-    Reader in(body);
-    const auto op = static_cast<Op>(in.u8());
-    if (!job && op != Op::hello && op != Op::auth) throw ProtocolError("first request must be hello");
-    switch (op) {
+    store::Request req = store::parseRequest(body);
+    if (!job && req.op != Op::hello && req.op != Op::auth) {
+      throw ProtocolError("first request must be hello");
+    }
+    switch (req.op) {
       case Op::hello: {
         if (job || !serverNonce.empty()) throw ProtocolError("second hello");
-        const uint16_t version = in.u16();
-        std::string name = in.str(store::kMaxKeyBytes);
-        clientNonce = in.str(64);
-        in.end();
-        if (version != store::kVersion) {
-          replyError("protocol version " + std::to_string(version) + " not supported");
-          return close("protocol version " + std::to_string(version));
+        if (req.version != store::kVersion) {
+          replyError("protocol version " + std::to_string(req.version) + " not supported");
+          return close("protocol version " + std::to_string(req.version));
         }
-        if (clientNonce.size() != sizeof(auth::Nonce)) throw ProtocolError("bad nonce size");
+        if (req.nonce.size() != sizeof(auth::Nonce)) throw ProtocolError("bad nonce size");
+        clientNonce = std::move(req.nonce);
         const auto nonce = auth::randomNonce();
         serverNonce.assign(auth::view(nonce));
-        pendingJob = std::move(name);
-        const auto proof =
-            auth::mac(server.options.secret, "gyre-store-server", pendingJob, clientNonce, serverNonce);
+        pendingJob = std::move(req.job);
+        const auto proof = auth::mac(server.options.secret, "gyre-store-server", pendingJob,
+                                     clientNonce, serverNonce);
         Writer w;
-        w.u8(uint8_t(Reply::ok)).str(serverNonce).str({reinterpret_cast<const char*>(proof.data()), proof.size()});
+        w.u8(uint8_t(Reply::ok)).str(serverNonce).str(
+            {reinterpret_cast<const char*>(proof.data()), proof.size()});
         return send(w.frame());
       }
       case Op::auth: {
         if (job || serverNonce.empty()) throw ProtocolError("auth out of order");
-        const std::string given = in.str(64);
-        in.end();
         auth::Mac theirs{};
-        if (given.size() != theirs.size()) throw ProtocolError("bad mac size");
-        std::memcpy(theirs.data(), given.data(), theirs.size());
-        const auto expected =
-            auth::mac(server.options.secret, "gyre-store-client", pendingJob, serverNonce, clientNonce);
+        if (req.mac.size() != theirs.size()) throw ProtocolError("bad mac size");
+        std::memcpy(theirs.data(), req.mac.data(), theirs.size());
+        const auto expected = auth::mac(server.options.secret, "gyre-store-client", pendingJob,
+                                        serverNonce, clientNonce);
         if (!auth::equal(theirs, expected)) {
           return close("authentication failed for job '" + pendingJob +
                        "' (the client's secret differs from the server's)");
@@ -178,79 +175,54 @@ struct Session : std::enable_shared_from_this<Session> {
         jobName = std::move(pendingJob);
         job = &server.jobs[jobName];
         ++job->sessions;
+        frameTimer.cancel();  // the hello timer
         return replyOk();
       }
       case Op::set: {
-        std::string key = in.str(store::kMaxKeyBytes);
-        std::string value = in.str(store::kMaxValueBytes);
-        in.end();
-        if (!roomFor(key)) return;
-        job->data[std::move(key)] = std::move(value);
+        if (!roomFor(req.key)) return;
+        job->data[std::move(req.key)] = std::move(req.value);
         replyOk();
         return server.wake(*job);
       }
-      case Op::get: {
-        std::string key = in.str(store::kMaxKeyBytes);
-        const uint32_t timeoutMs = in.u32();
-        in.end();
-        return park({std::move(key)}, true, timeoutMs);
-      }
+      case Op::get: return park({std::move(req.key)}, true, req.timeoutMs);
       case Op::add: {
-        std::string key = in.str(store::kMaxKeyBytes);
-        const int64_t delta = in.i64();
-        in.end();
-        if (!roomFor(key)) return;
-        std::string& slot = job->data[key];
+        if (!roomFor(req.key)) return;
+        std::string& slot = job->data[req.key];
         int64_t value = 0;
         if (!slot.empty()) {
           char* end = nullptr;
           value = std::strtoll(slot.c_str(), &end, 10);
-          if (*end != '\0') return replyError("key '" + key + "' does not hold an integer");
+          if (*end != '\0') return replyError("key '" + req.key + "' does not hold an integer");
         }
-        value = int64_t(uint64_t(value) + uint64_t(delta));
+        value = int64_t(uint64_t(value) + uint64_t(req.delta));
         slot = std::to_string(value);
         Writer w;
         w.u8(uint8_t(Reply::ok)).i64(value);
         send(w.frame());
         return server.wake(*job);
       }
-      case Op::wait: {
-        const uint32_t n = in.u32();
-        if (n == 0 || n > store::kMaxWaitKeys) throw ProtocolError("bad key count for wait");
-        std::vector<std::string> keys;
-        for (uint32_t i = 0; i < n; ++i) keys.push_back(in.str(store::kMaxKeyBytes));
-        const uint32_t timeoutMs = in.u32();
-        in.end();
-        return park(std::move(keys), false, timeoutMs);
-      }
+      case Op::wait: return park(std::move(req.keys), false, req.timeoutMs);
       case Op::compare_set: {
-        std::string key = in.str(store::kMaxKeyBytes);
-        std::string expected = in.str(store::kMaxValueBytes);
-        std::string desired = in.str(store::kMaxValueBytes);
-        in.end();
-        auto it = job->data.find(key);
+        auto it = job->data.find(req.key);
         const std::string current = it == job->data.end() ? std::string() : it->second;
         Writer w;
         w.u8(uint8_t(Reply::ok));
-        if (current != expected) {
+        if (current != req.value) {
           w.str(current);
           return send(w.frame());
         }
-        if (!roomFor(key)) return;
-        job->data[key] = desired;
-        w.str(desired);
+        if (!roomFor(req.key)) return;
+        job->data[req.key] = req.desired;
+        w.str(req.desired);
         send(w.frame());
         return server.wake(*job);
       }
       case Op::remove: {
-        std::string key = in.str(store::kMaxKeyBytes);
-        in.end();
         Writer w;
-        w.u8(uint8_t(Reply::ok)).u8(job->data.erase(key) ? 1 : 0);
+        w.u8(uint8_t(Reply::ok)).u8(job->data.erase(req.key) ? 1 : 0);
         return send(w.frame());
       }
     }
-    throw ProtocolError("unknown opcode " + std::to_string(int(op)));
   }
 
   bool roomFor(const std::string& key) {
