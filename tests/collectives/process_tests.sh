@@ -95,6 +95,70 @@ multi-node)
   grep -q '^\[0\] walkthrough: 4 ranks, all correct' "$out" || fail "no success line from global rank 0"
   [ "$server_rc" -eq 0 ] || fail "gyre-rendezvous exited $server_rc on SIGTERM"
   ;;
+kill9)
+  # kill -9 one rank in the middle of large all-reduces (n = 4): every other rank fails
+  # naming it, well inside the 60 s timeout, and gyre-run reports the signal.
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 3000 "$walk" --loop 2000 >"$out" 2>&1 &
+  job=$!
+  for _ in $(seq 200); do grep -q 'rank 2 pid [0-9]* looping' "$out" && break; sleep 0.05; done
+  victim=$(sed -n 's/.*rank 2 pid \([0-9]*\) looping.*/\1/p' "$out")
+  [ -n "$victim" ] || { kill $job; fail "rank 2 did not start"; }
+  sleep 0.5
+  start=$(date +%s%N)
+  kill -9 "$victim"
+  wait $job
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 2 killed by SIGKILL)"
+  grep -q 'gyre-run: rank 2 failed (signal 9 (SIGKILL))' "$out" || fail "gyre-run did not name rank 2 and SIGKILL"
+  for r in 0 1 3; do
+    grep -qE "^\[$r\] walkthrough: .*all_reduce #[0-9]+ .*rank 2 failed over tcp" "$out" ||
+      fail "rank $r did not name rank 2"
+  done
+  [ "$ms" -lt 15000 ] || fail "took $ms ms from the kill to the end of the job"
+  echo "kill9: job ended ${ms} ms after the kill (including gyre-run's grace period)"
+  ;;
+stop)
+  # A rank stops itself (SIGSTOP) between two collectives: the others time out naming it and
+  # what it last completed; gyre-run kills the stopped rank after its grace periods.
+  GYRE_TIMEOUT=3 timeout 60 "$run" -n 3 --grace-ms 500 "$walk" --loop 50 --stop-rank 2 --stop-after 5 >"$out" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] || fail "the job succeeded with a stopped rank"
+  [ "$rc" -ne 124 ] || fail "the job hung"
+  for r in 0 1; do
+    grep -qE "^\[$r\] walkthrough: .*rank 2 never entered all_reduce #6 \(its last completed: all_reduce #5" "$out" ||
+      fail "rank $r did not attribute the timeout to rank 2"
+  done
+  ;;
+mismatch)
+  # Ranks that disagree fail with invalid usage, fast, whatever they disagree on.
+  for kind in count dtype op root kind; do
+    start=$(date +%s)
+    GYRE_TIMEOUT=30 timeout 60 "$run" -n 3 "$walk" --mismatch $kind >"$out" 2>&1
+    rc=$?
+    [ "$rc" -ne 0 ] || fail "$kind mismatch: the job succeeded"
+    [ $(( $(date +%s) - start )) -lt 15 ] || fail "$kind mismatch: not detected well before the timeout"
+    grep -q 'invalid usage: .*ranks disagree' "$out" || fail "$kind mismatch: no 'ranks disagree' error"
+  done
+  ;;
+rendezvous-killed)
+  # The rendezvous dies after init: running collectives go on; a new communicator fails clearly.
+  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 --secret s3 >"$out.server" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
+  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  GYRE_TIMEOUT=5 timeout 120 "$run" -n 3 --rendezvous "$address" --secret s3 -- "$walk" --loop 300 --second-comm >"$out" 2>&1 &
+  job=$!
+  for _ in $(seq 200); do [ "$(grep -c 'looping' "$out")" -ge 3 ] && break; sleep 0.05; done
+  kill -9 $server
+  wait $job
+  rc=$?
+  rm -f "$out.server"
+  [ "$rc" -eq 0 ] || fail "the job failed after the rendezvous died (exit $rc)"
+  [ "$(grep -c 'loop: 300 rounds correct' "$out")" -eq 3 ] || fail "collectives did not all complete"
+  [ "$(grep -c 'second communicator: .*rendezvous' "$out")" -eq 3 ] ||
+    fail "a new communicator did not fail with a clear rendezvous error"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "PASS: $case_name"

@@ -1,6 +1,15 @@
 // The classic torch.distributed walkthrough on gyre's C++ API, one process per rank (run it
-// under gyre-run). With --fail-rank R, rank R exits with --exit-code right after init while
-// the others start a large all-reduce: they must fail with an error naming rank R.
+// under gyre-run), plus fault scenarios for the process tests:
+//   --fail-rank R [--exit-code C]  rank R exits right after init; the others start a large
+//                                  all-reduce and must fail naming rank R
+//   --loop N                       N large all-reduces, each checked (prints its pid first)
+//   --stop-rank R --stop-after K   in the loop, rank R computes for 0.5 s after K rounds, then
+//                                  stops itself (SIGSTOP)
+//   --mismatch KIND                rank 1 disagrees on count|dtype|op|root|kind
+//   --second-comm                  after the loop, try to create another communicator
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +20,9 @@
 
 namespace {
 int failures = 0;
+void expect_(bool ok, int rank) {
+  if (!ok && failures++ < 3) std::fprintf(stderr, "rank %d: WRONG all-reduce result\n", rank);
+}
 void expect(bool ok, const std::string& what, int rank) {
   if (!ok) {
     std::fprintf(stderr, "rank %d: WRONG: %s\n", rank, what.c_str());
@@ -19,15 +31,77 @@ void expect(bool ok, const std::string& what, int rank) {
 }
 }  // namespace
 
+// Rank 1 disagrees with the others on one argument of an all-reduce (or its kind).
+void mismatch(gyre::Comm& comm, const std::string& kind) {
+  const bool odd = comm.rank() == 1;
+  std::vector<float> a(1000, 1.0f), b(1000);
+  if (kind == "count") comm.allReduce(a.data(), b.data(), odd ? 999 : 1000);
+  if (kind == "dtype") comm.allReduce(a.data(), b.data(), 500, odd ? gyreInt32 : gyreFloat32, gyreSum);
+  if (kind == "op") comm.allReduce(a.data(), b.data(), 1000, odd ? gyreMax : gyreSum);
+  if (kind == "root") comm.broadcast(a.data(), b.data(), 1000, odd ? 1 : 0);
+  if (kind == "kind") {
+    if (odd) comm.broadcast(a.data(), b.data(), 1000, 0);
+    else comm.allReduce(a.data(), b.data(), 1000);
+  }
+  std::fprintf(stderr, "rank %d: mismatched collective returned without an error\n", comm.rank());
+  std::exit(1);
+}
+
+// Large all-reduces, each checked.
+void loop(gyre::Comm& comm, int rounds, int stopRank, int stopAfter) {
+  const int rank = comm.rank(), n = comm.size();
+  std::vector<float> in(1 << 20), out(1 << 20);
+  for (int round = 0; round < rounds; ++round) {
+    if (rank == stopRank && round == stopAfter) {
+      // Stopped while "computing": its progress was published meanwhile (at most 200 ms old).
+      std::fprintf(stderr, "rank %d: stopping myself before round %d\n", rank, round);
+      usleep(500 * 1000);
+      raise(SIGSTOP);
+    }
+    for (size_t i = 0; i < in.size(); ++i) in[i] = float((rank + round + i) % 7);
+    comm.allReduce(in.data(), out.data(), in.size());
+    for (size_t i = 0; i < out.size(); i += 4099) {
+      float expect = 0;
+      for (int r = 0; r < n; ++r) expect += float((r + round + i) % 7);
+      expect_(out[i] == expect, rank);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
-  int failRank = -1, exitCode = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--fail-rank")) failRank = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--exit-code")) exitCode = std::atoi(argv[i + 1]);
+  int failRank = -1, exitCode = 3, rounds = 0, stopRank = -1, stopAfter = 0;
+  bool secondComm = false;
+  std::string mismatchKind;
+  for (int i = 1; i < argc; ++i) {
+    const bool more = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--fail-rank") && more) failRank = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--exit-code") && more) exitCode = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--loop") && more) rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--stop-rank") && more) stopRank = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--stop-after") && more) stopAfter = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--mismatch") && more) mismatchKind = argv[++i];
+    else if (!std::strcmp(argv[i], "--second-comm")) secondComm = true;
   }
   try {
     auto comm = gyre::Comm::fromEnv();
     const int rank = comm.rank(), n = comm.size();
+    if (!mismatchKind.empty()) mismatch(comm, mismatchKind);
+    if (rounds > 0) {
+      std::fprintf(stderr, "rank %d pid %d looping\n", rank, int(getpid()));
+      loop(comm, rounds, stopRank, stopAfter);
+      if (failures) return 1;
+      std::printf("loop: %d rounds correct\n", rounds);
+      std::fflush(stdout);
+      if (secondComm) {
+        try {
+          auto again = gyre::Comm::fromEnv();
+          std::printf("second communicator: created\n");
+        } catch (const gyre::Error& e) {
+          std::printf("second communicator: %s\n", e.what());
+        }
+      }
+      return 0;
+    }
     if (rank == failRank) {
       std::fprintf(stderr, "rank %d: exiting with %d on purpose\n", rank, exitCode);
       std::_Exit(exitCode);  // no destroy: the peers see the connection drop
