@@ -113,6 +113,11 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
 }
 
 gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank) {
+  return gyreCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank,
+                                    const gyreConfig_t* userConfig) {
   return guarded([&] {
     if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
     *comm = nullptr;
@@ -130,6 +135,18 @@ gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId,
     config.jobId = std::string(id + kIdJobOffset, 32);
     config.secret = std::string(id + kIdSecretOffset, 32);
     gyre::applyTuningEnv(config);
+    if (userConfig) {
+      if (userConfig->size < sizeof(gyreConfig_t)) {
+        gyre::fail(gyre::Code::invalid_argument,
+                   "gyreConfig_t.size is wrong: start from GYRE_CONFIG_INITIALIZER");
+      }
+      if (userConfig->timeoutMs < 0 || userConfig->slotBytes < 0 || userConfig->nSlots < 0) {
+        gyre::fail(gyre::Code::invalid_argument, "gyreConfig_t fields must not be negative");
+      }
+      if (userConfig->timeoutMs) config.timeout = std::chrono::milliseconds(userConfig->timeoutMs);
+      if (userConfig->slotBytes) config.slotBytes = size_t(userConfig->slotBytes);
+      if (userConfig->nSlots) config.nSlots = uint32_t(userConfig->nSlots);
+    }
     auto impl = gyre::Communicator::create(std::move(config));
     *comm = new gyreComm{std::move(impl)};
   });

@@ -73,10 +73,22 @@ typedef void* gyreStream_t;
 
 GYRE_API int gyreGetVersion(int* version);
 
+/* Per-communicator settings for gyreCommInitRankConfig; zero fields keep the environment's
+ * value (GYRE_TIMEOUT, GYRE_SLOT_BYTES, GYRE_NSLOTS) or the default. */
+typedef struct {
+  size_t size;       /* sizeof(gyreConfig_t): lets later versions add fields */
+  int timeoutMs;     /* every wait of this communicator; default 300000 */
+  int slotBytes;     /* bytes per link slot; all ranks must agree */
+  int nSlots;        /* slots per link direction */
+} gyreConfig_t;
+#define GYRE_CONFIG_INITIALIZER {sizeof(gyreConfig_t), 0, 0, 0}
+
 /* Starts a rendezvous server inside the calling process (kept until the process exits) and
  * returns an id that every rank passes to gyreCommInitRank. */
 GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
+GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId,
+                                             int rank, const gyreConfig_t* config);
 
 /* Reads GYRE_RANK, GYRE_WORLD_SIZE, GYRE_RENDEZVOUS (or torch's RANK, WORLD_SIZE,
  * MASTER_ADDR, MASTER_PORT). Without a rendezvous address, rank 0 hosts the server. */

@@ -206,3 +206,26 @@ TEST_CASE("C API: unique id init on threads, results and error codes") {
   CHECK(c == nullptr);
   CHECK(std::string(gyreGetErrorString(gyreTimeout)) == "timeout");
 }
+
+TEST_CASE("C API: the timeout in the init config bounds a wait") {
+  gyreUniqueId id;
+  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 700;
+  std::vector<gyreComm_t> comms(2);
+  test::onThreads(2, [&](int r) {
+    REQUIRE(gyreCommInitRankConfig(&comms[r], 2, id, r, &config) == gyreSuccess);
+  });
+  float x = 1, y = 0;
+  const auto start = Clock::now();
+  CHECK(gyreAllReduce(&x, &y, 1, gyreFloat32, gyreSum, comms[0], nullptr) == gyreTimeout);
+  const auto elapsed = Clock::now() - start;
+  CHECK(elapsed >= 600ms);
+  CHECK(elapsed < 3s);
+  CHECK(contains(gyreGetLastError(nullptr), "timed out after 0.7 s"));
+  gyreConfig_t bad = config;
+  bad.size = 3;
+  gyreComm_t c = nullptr;
+  CHECK(gyreCommInitRankConfig(&c, 2, id, 0, &bad) == gyreInvalidArgument);
+  for (auto comm : comms) gyreCommDestroy(comm);
+}

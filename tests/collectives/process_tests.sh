@@ -159,6 +159,51 @@ rendezvous-killed)
   [ "$(grep -c 'second communicator: .*rendezvous' "$out")" -eq 3 ] ||
     fail "a new communicator did not fail with a clear rendezvous error"
   ;;
+soak)
+  # Random verified collectives for a few seconds (the note reports a 10-minute run).
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" --soak 5 -e 1M --seed 11 >"$out" 2>&1 ||
+    fail "soak exited $?"
+  grep -qE '^\[0\] soak: .* 0 wrong elements' "$out" || fail "soak found wrong elements"
+  ;;
+strangers)
+  # While a job runs, a stranger connects to every listening port (data plane and rendezvous)
+  # and sends garbage, a handshake with the right magic and a made-up proof, or nothing. The
+  # job's results stay exact and every visit is refused.
+  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 --secret s3 >"$out.server" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
+  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  GYRE_DEBUG=INFO GYRE_TIMEOUT=30 timeout 120 "$run" -n 3 --rendezvous "$address" --secret s3 -- \
+    "$walk" --loop 1500 >"$out" 2>&1 &
+  job=$!
+  for _ in $(seq 200); do [ "$(grep -c 'ready, listening on' "$out")" -ge 3 ] && break; sleep 0.05; done
+  ports="$(sed -n 's/.*ready, listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$out") ${address##*:}"
+  visits=0
+  while kill -0 $job 2>/dev/null && [ $visits -lt 300 ]; do
+    for p in $ports; do
+      { exec 3<>"/dev/tcp/127.0.0.1/$p"; } 2>/dev/null || continue
+      case $(( visits % 3 )) in
+        0) head -c 2048 /dev/urandom >&3 2>/dev/null ;;
+        1) { printf 'GYRD\002\000\000\000'; head -c 200 /dev/urandom; } >&3 2>/dev/null ;;
+        2) sleep 0.02 ;;
+      esac
+      exec 3>&-
+      visits=$((visits + 1))
+    done
+  done
+  wait $job
+  rc=$?
+  kill -TERM $server
+  wait $server
+  cat "$out.server" >>"$out"
+  rm -f "$out.server"
+  [ "$rc" -eq 0 ] || fail "the job failed while strangers visited (exit $rc)"
+  [ "$(grep -c 'loop: 1500 rounds correct' "$out")" -eq 3 ] || fail "wrong results under visits"
+  [ $visits -ge 30 ] || fail "only $visits visits happened while the job ran"
+  grep -q 'refused a data connection' "$out" || fail "no refusal logged by the ranks"
+  grep -q 'rendezvous: closed client' "$out" || fail "no refusal logged by the rendezvous"
+  echo "strangers: $visits hostile connections during the job"
+  ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "PASS: $case_name"
