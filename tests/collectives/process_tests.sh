@@ -9,6 +9,16 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
+# Starts a standalone gyre-rendezvous on a free loopback port (extra arguments go to it);
+# sets $server (its pid) and $address (host:port). Its output goes to $out.server.
+start_rendezvous() {
+  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 "$@" >"$out.server" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
+  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  [ -n "$address" ] || { kill $server; fail "gyre-rendezvous did not print its address"; }
+}
+
 case $case_name in
 walkthrough)
   # gyre-run with its embedded rendezvous; every rank checks its results.
@@ -74,11 +84,7 @@ torch-env)
   ;;
 multi-node)
   # A standalone gyre-rendezvous and two "machines" (two gyre-run) of 2 ranks each.
-  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 >"$out.server" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
-  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
-  [ -n "$address" ] || { kill $server; fail "gyre-rendezvous did not print its address"; }
+  start_rendezvous
   for node in 0 1; do
     GYRE_TIMEOUT=60 GYRE_SOCKET_IFNAME=lo timeout 120 "$run" -n 2 --nnodes 2 --node-rank $node \
       --rendezvous "$address" --job multi-node-test -- "$walk" >"$out.$node" 2>&1 &
@@ -143,10 +149,7 @@ mismatch)
   ;;
 rendezvous-killed)
   # The rendezvous dies after init: running collectives go on; a new communicator fails clearly.
-  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 --secret s3 >"$out.server" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
-  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  start_rendezvous --secret s3
   GYRE_TIMEOUT=5 timeout 120 "$run" -n 3 --rendezvous "$address" --secret s3 -- "$walk" --loop 300 --second-comm >"$out" 2>&1 &
   job=$!
   for _ in $(seq 200); do [ "$(grep -c 'looping' "$out")" -ge 3 ] && break; sleep 0.05; done
@@ -169,10 +172,7 @@ strangers)
   # While a job runs, a stranger connects to every listening port (data plane and rendezvous)
   # and sends garbage, a handshake with the right magic and a made-up proof, or nothing. The
   # job's results stay exact and every visit is refused.
-  "$bin/gyre-rendezvous" --host 127.0.0.1 --port 0 --secret s3 >"$out.server" 2>&1 &
-  server=$!
-  for _ in $(seq 100); do grep -q 'listening on' "$out.server" && break; sleep 0.05; done
-  address=$(sed -n 's/^gyre-rendezvous listening on //p' "$out.server")
+  start_rendezvous --secret s3
   GYRE_DEBUG=INFO GYRE_TIMEOUT=30 timeout 120 "$run" -n 3 --rendezvous "$address" --secret s3 -- \
     "$walk" --loop 1500 >"$out" 2>&1 &
   job=$!

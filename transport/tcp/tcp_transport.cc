@@ -77,8 +77,8 @@ void TcpTransport::acceptOnLoop() {
   });
 }
 
-void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
-  // A peer that connects and says nothing is dropped after the handshake timeout.
+// A peer that stops talking during the handshake is dropped after the handshake timeout.
+void TcpTransport::armHandshakeTimer(const std::shared_ptr<Pending>& pending) {
   pending->timer.expires_after(config_.handshakeTimeout);
   pending->timer.async_wait([pending](const asio::error_code& ec) {
     if (!ec) {
@@ -86,6 +86,10 @@ void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
       pending->socket.close(ignored);
     }
   });
+}
+
+void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
+  armHandshakeTimer(pending);
   asio::async_read(
       pending->socket, asio::buffer(&pending->hello, sizeof(wire::Hello)),
       [this, pending](const asio::error_code& ec, size_t) {
@@ -116,13 +120,7 @@ void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
   std::memcpy(pending->challenge.nonce, nonce.data(), nonce.size());
   const auto proof = auth::mac(config_.secret, "gyre-accept", helloBytes, auth::view(nonce));
   std::memcpy(pending->challenge.mac, proof.data(), proof.size());
-  pending->timer.expires_after(config_.handshakeTimeout);
-  pending->timer.async_wait([pending](const asio::error_code& ec) {
-    if (!ec) {
-      asio::error_code ignored;
-      pending->socket.close(ignored);
-    }
-  });
+  armHandshakeTimer(pending);
   asio::async_write(
       pending->socket, asio::buffer(&pending->challenge, sizeof(wire::Challenge)),
       [this, pending](const asio::error_code& ec, size_t) {

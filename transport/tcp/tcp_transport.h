@@ -33,6 +33,7 @@ class TcpTransport : public Transport {
  private:
   struct Pending;
   void acceptOnLoop();
+  void armHandshakeTimer(const std::shared_ptr<Pending>& pending);
   void readHelloOnLoop(std::shared_ptr<Pending> pending);
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
   std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel,
