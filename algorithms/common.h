@@ -11,8 +11,14 @@
 
 namespace gyre::algo {
 
-GYRE_HD inline size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
-GYRE_HD inline size_t min_(size_t a, size_t b) { return a < b ? a : b; }
-GYRE_HD inline int mod(int a, int n) { return ((a % n) + n) % n; }
+GYRE_HD inline size_t divUp(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+GYRE_HD inline size_t min_(size_t a, size_t b) {
+  return a < b ? a : b;
+}
+GYRE_HD inline int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 }  // namespace gyre::algo

@@ -80,9 +80,8 @@ void HostPrims::publishSend(uint32_t bytes) {
 const std::byte* HostPrims::waitRecv(uint32_t bytes) {
   Link& link = recvFrom_->recvLink();
   auto& tail = link.counters->tail;
-  waitUntil(
-      [&] { return tail.value.load(std::memory_order_acquire) != recvHead_; },
-      [&](Clock::time_point until) { recvFrom_->awaitRecv(until); }, *recvFrom_, "data from");
+  waitUntil([&] { return tail.value.load(std::memory_order_acquire) != recvHead_; },
+            [&](Clock::time_point until) { recvFrom_->awaitRecv(until); }, *recvFrom_, "data from");
   const SlotMeta& meta = link.meta(recvHead_);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(meta, bytes);
   return link.slot(recvHead_);
@@ -91,13 +90,12 @@ const std::byte* HostPrims::waitRecv(uint32_t bytes) {
 std::byte* HostPrims::waitSend() {
   Link& link = sendTo_->sendLink();
   auto& head = link.counters->head;
-  waitUntil(
-      [&] { return sendTail_ - head.value.load(std::memory_order_acquire) < link.nSlots; },
-      [&](Clock::time_point until) {
-        const uint32_t observed = head.value.load(std::memory_order_seq_cst);
-        if (sendTail_ - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
-      },
-      *sendTo_, "buffer space at");
+  waitUntil([&] { return sendTail_ - head.value.load(std::memory_order_acquire) < link.nSlots; },
+            [&](Clock::time_point until) {
+              const uint32_t observed = head.value.load(std::memory_order_seq_cst);
+              if (sendTail_ - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
+            },
+            *sendTo_, "buffer space at");
   return link.slot(sendTail_);
 }
 
@@ -130,8 +128,8 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
       std::ostringstream secs;
       secs << std::chrono::duration<double>(ctx_.timeout).count();
       fail(Code::timeout, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
-                              " timed out after " + secs.str() + " s waiting for " +
-                              direction + " rank " + std::to_string(conn.peer()) + " over " +
+                              " timed out after " + secs.str() + " s waiting for " + direction +
+                              " rank " + std::to_string(conn.peer()) + " over " +
                               conn.transportName());
     }
     // Wait in short slices so an abort is seen promptly even without a wake-up.
@@ -141,8 +139,8 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
 
 void HostPrims::mismatch(const SlotMeta& meta, uint32_t expectedBytes) {
   std::string message = "rank " + std::to_string(ctx_.rank) + ": ranks disagree: this rank is in " +
-                        describeOp(ctx_.desc) + " but rank " +
-                        std::to_string(recvFrom_->peer()) + " sent data for " + describeOp(meta);
+                        describeOp(ctx_.desc) + " but rank " + std::to_string(recvFrom_->peer()) +
+                        " sent data for " + describeOp(meta);
   if (meta.sameOp(ctx_.desc)) {
     message += " in a " + std::to_string(meta.bytes) + "-byte piece where " +
                std::to_string(expectedBytes) + " bytes were expected";

@@ -76,8 +76,7 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
 // last rank closes the ring with a marker to root, so root checks that its peers agree too
 // (otherwise ranks that all believe they are root would never compare descriptors).
 template <class Prims>
-GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count,
-                           size_t chunkElems) {
+GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, size_t chunkElems) {
   const int position = mod(rank - root, n);
   for (size_t base = 0; base < count; base += chunkElems) {
     const size_t len = min_(chunkElems, count - base);

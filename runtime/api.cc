@@ -18,7 +18,9 @@ namespace {
 
 thread_local std::string lastError;
 
-gyreResult_t toResult(gyre::Code code) { return static_cast<gyreResult_t>(code); }
+gyreResult_t toResult(gyre::Code code) {
+  return static_cast<gyreResult_t>(code);
+}
 
 template <class Fn>
 gyreResult_t guarded(Fn&& fn) {
@@ -72,7 +74,6 @@ static_assert(kIdSecretOffset + 32 <= GYRE_UNIQUE_ID_BYTES, "unique id layout");
 
 std::mutex serversMutex;
 std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
-
 
 }  // namespace
 
@@ -232,18 +233,29 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 
 const char* gyreGetErrorString(gyreResult_t result) {
   switch (result) {
-    case gyreSuccess: return "no error";
-    case gyreInvalidArgument: return "invalid argument";
-    case gyreInvalidUsage: return "invalid usage";
-    case gyreSystemError: return "system error";
-    case gyreRemoteError: return "remote error";
-    case gyreTimeout: return "timeout";
-    case gyreAborted: return "aborted";
-    case gyreInternalError: return "internal error";
-    default: return "unknown result code";
+    case gyreSuccess:
+      return "no error";
+    case gyreInvalidArgument:
+      return "invalid argument";
+    case gyreInvalidUsage:
+      return "invalid usage";
+    case gyreSystemError:
+      return "system error";
+    case gyreRemoteError:
+      return "remote error";
+    case gyreTimeout:
+      return "timeout";
+    case gyreAborted:
+      return "aborted";
+    case gyreInternalError:
+      return "internal error";
+    default:
+      return "unknown result code";
   }
 }
 
-const char* gyreGetLastError(gyreComm_t) { return lastError.c_str(); }
+const char* gyreGetLastError(gyreComm_t) {
+  return lastError.c_str();
+}
 
 }  // extern "C"

@@ -31,8 +31,8 @@ std::string randomHex(size_t bytes) {
   return hex;
 }
 
-Mac mac(const std::string& secret, std::string_view label, std::string_view a,
-        std::string_view b, std::string_view c) {
+Mac mac(const std::string& secret, std::string_view label, std::string_view a, std::string_view b,
+        std::string_view c) {
   std::string message;
   message.reserve(label.size() + a.size() + b.size() + c.size() + 4);
   // Length-prefix each part so no two different inputs concatenate to the same bytes.
@@ -55,6 +55,8 @@ Mac mac(const std::string& secret, std::string_view label, std::string_view a,
   return out;
 }
 
-bool equal(const Mac& x, const Mac& y) { return CRYPTO_memcmp(x.data(), y.data(), x.size()) == 0; }
+bool equal(const Mac& x, const Mac& y) {
+  return CRYPTO_memcmp(x.data(), y.data(), x.size()) == 0;
+}
 
 }  // namespace gyre::auth

@@ -36,8 +36,8 @@ void Bootstrap::barrier() {
   try {
     store_->wait({key + "/done"}, timeout_);
   } catch (const Failure& f) {
-    fail(f.status().code, "rank " + std::to_string(rank_) + ": bootstrap barrier: " +
-                              f.status().message);
+    fail(f.status().code,
+         "rank " + std::to_string(rank_) + ": bootstrap barrier: " + f.status().message);
   }
 }
 

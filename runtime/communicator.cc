@@ -103,8 +103,9 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
   if (address.empty()) {
     if (config.hostAddress.empty()) {
       if (config.nranks == 1) return makeMemoryStore();
-      fail(Code::invalid_argument, who() + ": no rendezvous: set GYRE_RENDEZVOUS=host:port "
-                                           "or MASTER_ADDR/MASTER_PORT");
+      fail(Code::invalid_argument, who() +
+                                       ": no rendezvous: set GYRE_RENDEZVOUS=host:port "
+                                       "or MASTER_ADDR/MASTER_PORT");
     }
     address = config.hostAddress;
     if (config.rank == 0) {
@@ -176,12 +177,12 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
 
 void Communicator::Impl::checkType(const char* what, DataType type, RedOp op) const {
   if (static_cast<int>(type) >= kNumDataTypes) {
-    fail(Code::invalid_argument, who() + ": " + what + ": unknown data type " +
-                                     std::to_string(static_cast<int>(type)));
+    fail(Code::invalid_argument,
+         who() + ": " + what + ": unknown data type " + std::to_string(static_cast<int>(type)));
   }
   if (static_cast<int>(op) >= kNumRedOps) {
-    fail(Code::invalid_argument, who() + ": " + what + ": unknown reduction op " +
-                                     std::to_string(static_cast<int>(op)));
+    fail(Code::invalid_argument,
+         who() + ": " + what + ": unknown reduction op " + std::to_string(static_cast<int>(op)));
   }
 }
 
@@ -200,8 +201,8 @@ void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t
   }
   if (recvBytes && !recv) fail(Code::invalid_argument, who() + ": " + what + ": recvbuff is null");
   if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
-    fail(Code::invalid_argument, who() + ": " + what +
-                                     ": sendbuff and recvbuff overlap without being in place");
+    fail(Code::invalid_argument,
+         who() + ": " + what + ": sendbuff and recvbuff overlap without being in place");
   }
 }
 
@@ -251,8 +252,8 @@ Communicator::~Communicator() {
   d.board.reset();
   if (d.poisoned().ok()) {
     // Let the last slots of the last collective reach the peers before closing.
-    const auto deadline = Clock::now() + std::min<Clock::duration>(d.config.timeout,
-                                                                   std::chrono::seconds(10));
+    const auto deadline =
+        Clock::now() + std::min<Clock::duration>(d.config.timeout, std::chrono::seconds(10));
     for (auto& [key, conn] : d.connections) {
       Status s = conn->flush(deadline);
       if (!s.ok()) GYRE_LOG(warn, "destroy: " + s.message);
@@ -264,8 +265,12 @@ Communicator::~Communicator() {
   d.connections.clear();
 }
 
-int Communicator::rank() const { return impl_->config.rank; }
-int Communicator::size() const { return impl_->config.nranks; }
+int Communicator::rank() const {
+  return impl_->config.rank;
+}
+int Communicator::size() const {
+  return impl_->config.nranks;
+}
 std::string Communicator::dataAddress() const {
   const auto& self = impl_->peers[impl_->config.rank];
   return joinHostPort(self.tcpHost, self.tcpPort);
@@ -276,10 +281,11 @@ void Communicator::abort() {
   impl_->setPoison({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
 }
 
-Status Communicator::asyncError() const { return impl_->poisoned(); }
+Status Communicator::asyncError() const {
+  return impl_->poisoned();
+}
 
-void Communicator::allReduce(const void* send, void* recv, size_t count, DataType type,
-                             RedOp op) {
+void Communicator::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
   auto& d = *impl_;
   d.checkType("all_reduce", type, op);
   const size_t bytes = count * dataTypeSize(type);
@@ -297,8 +303,10 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
   auto& d = *impl_;
   d.checkType("all_gather", type, RedOp::sum);
   const size_t es = dataTypeSize(type), n = size_t(d.config.nranks);
-  if (sendCount > SIZE_MAX / es / n) fail(Code::invalid_argument, d.who() + ": all_gather: count too large");
-  const void* inPlace = recv ? static_cast<const char*>(recv) + d.config.rank * sendCount * es : nullptr;
+  if (sendCount > SIZE_MAX / es / n)
+    fail(Code::invalid_argument, d.who() + ": all_gather: count too large");
+  const void* inPlace =
+      recv ? static_cast<const char*>(recv) + d.config.rank * sendCount * es : nullptr;
   d.checkBuffers("all_gather", send, sendCount * es, recv, n * sendCount * es, true, inPlace);
   d.run(Collective::all_gather, sendCount, type, RedOp::sum, -1, [&](const OpContext& ctx) {
     const int nr = d.config.nranks, r = d.config.rank;
@@ -314,7 +322,8 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
   auto& d = *impl_;
   d.checkType("reduce_scatter", type, op);
   const size_t es = dataTypeSize(type), n = size_t(d.config.nranks);
-  if (recvCount > SIZE_MAX / es / n) fail(Code::invalid_argument, d.who() + ": reduce_scatter: count too large");
+  if (recvCount > SIZE_MAX / es / n)
+    fail(Code::invalid_argument, d.who() + ": reduce_scatter: count too large");
   // In place: recvbuff is this rank's block of sendbuff, so recv's overlap is allowed there.
   const bool inPlace =
       send && recv == static_cast<const char*>(send) + d.config.rank * recvCount * es;

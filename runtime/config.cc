@@ -32,8 +32,8 @@ void applyTuningEnv(CommConfig& c) {
     char* end = nullptr;
     const double seconds = std::strtod(v, &end);
     if (*end != '\0' || !(seconds > 0) || seconds > 1e7) {
-      fail(Code::invalid_argument, std::string("GYRE_TIMEOUT='") + v +
-                                       "' is not a positive number of seconds");
+      fail(Code::invalid_argument,
+           std::string("GYRE_TIMEOUT='") + v + "' is not a positive number of seconds");
     }
     c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
   }
@@ -65,8 +65,8 @@ CommConfig configFromEnv() {
 void validate(const CommConfig& c) {
   if (c.nranks < 1) fail(Code::invalid_argument, "world size must be at least 1");
   if (c.rank < 0 || c.rank >= c.nranks) {
-    fail(Code::invalid_argument, "rank " + std::to_string(c.rank) + " is outside [0, " +
-                                     std::to_string(c.nranks) + ")");
+    fail(Code::invalid_argument,
+         "rank " + std::to_string(c.rank) + " is outside [0, " + std::to_string(c.nranks) + ")");
   }
   if (c.jobId.empty() || c.jobId.size() > 32) {
     fail(Code::invalid_argument, "job id must have 1 to 32 bytes");

@@ -18,7 +18,7 @@ struct CommConfig {
   // When set (host:port), rank 0 starts a server there and everyone else joins it.
   std::string hostAddress;
   std::string jobId = "default";
-  std::string secret;  // GYRE_SECRET: authenticates store and data connections
+  std::string secret;            // GYRE_SECRET: authenticates store and data connections
   std::shared_ptr<Store> store;  // an existing store (tests, in-process)
 
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // GYRE_TIMEOUT (seconds)

@@ -103,14 +103,16 @@ FailureBoard::Progress FailureBoard::decode(const std::string& text) {
 }
 
 Status FailureBoard::report(const Status& local, const OpDesc& op) {
-  const std::string mine = std::to_string(rank_) + "\n" + std::to_string(int(local.code)) + "\n" +
-                           local.message;
+  const std::string mine =
+      std::to_string(rank_) + "\n" + std::to_string(int(local.code)) + "\n" + local.message;
   std::string first;
   try {
     first = store_->compareSet("failure", "", mine);
   } catch (const Failure& f) {
-    GYRE_LOG(warn, "rank " + std::to_string(rank_) + ": cannot record the failure at the "
-                   "rendezvous: " + f.what());
+    GYRE_LOG(warn, "rank " + std::to_string(rank_) +
+                       ": cannot record the failure at the "
+                       "rendezvous: " +
+                       f.what());
     return local;
   }
   if (first == mine) return local;
@@ -140,8 +142,7 @@ std::string FailureBoard::attribute(const OpDesc& op) {
     if (!p.hasStarted || p.started.seq < op.seq) {
       never += (never.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
                " never entered " + collectiveName(op.coll) + " #" + std::to_string(op.seq) +
-               " (its last completed: " + (p.hasCompleted ? describeOp(p.completed) : "none") +
-               ")";
+               " (its last completed: " + (p.hasCompleted ? describeOp(p.completed) : "none") + ")";
     } else if (!p.hasCompleted || p.completed.seq < op.seq) {
       inside += (inside.empty() ? "" : ", ") + std::to_string(r);
     }
@@ -151,8 +152,8 @@ std::string FailureBoard::attribute(const OpDesc& op) {
     text += (text.empty() ? "" : "; ") + std::string("ranks [") + inside + "] are inside it too";
   }
   if (!silent.empty()) {
-    text += (text.empty() ? "" : "; ") + std::string("ranks [") + silent +
-            "] published no progress";
+    text +=
+        (text.empty() ? "" : "; ") + std::string("ranks [") + silent + "] published no progress";
   }
   return text.empty() ? "every other rank had completed it" : text;
 }

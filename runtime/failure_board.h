@@ -24,7 +24,7 @@ class FailureBoard {
   FailureBoard(std::shared_ptr<Store> store, int rank, int nranks);
   ~FailureBoard();
 
-  void started(const OpDesc& op);    // cheap: the publisher sends it later
+  void started(const OpDesc& op);  // cheap: the publisher sends it later
   void completed(const OpDesc& op);
 
   // The status this rank should report for `local`: itself if this rank failed first (or

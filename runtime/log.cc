@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <strings.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 namespace gyre {
 
@@ -25,7 +25,9 @@ LogLevel logLevel() {
   return level;
 }
 
-bool logEnabled(LogLevel level) { return level <= logLevel(); }
+bool logEnabled(LogLevel level) {
+  return level <= logLevel();
+}
 
 void logLine(LogLevel level, const std::string& message) {
   static const char* names[] = {"ERROR", "WARN", "INFO", "TRACE"};

@@ -14,9 +14,9 @@ void logLine(LogLevel level, const std::string& message);
 
 }  // namespace gyre
 
-#define GYRE_LOG(level, message)                                           \
-  do {                                                                     \
-    if (::gyre::logEnabled(::gyre::LogLevel::level)) {                     \
-      ::gyre::logLine(::gyre::LogLevel::level, (message));                 \
-    }                                                                      \
+#define GYRE_LOG(level, message)                           \
+  do {                                                     \
+    if (::gyre::logEnabled(::gyre::LogLevel::level)) {     \
+      ::gyre::logLine(::gyre::LogLevel::level, (message)); \
+    }                                                      \
   } while (0)

@@ -6,14 +6,22 @@ namespace gyre {
 
 const char* codeName(Code code) {
   switch (code) {
-    case Code::success: return "success";
-    case Code::invalid_argument: return "invalid argument";
-    case Code::invalid_usage: return "invalid usage";
-    case Code::system_error: return "system error";
-    case Code::remote_error: return "remote error";
-    case Code::timeout: return "timeout";
-    case Code::aborted: return "aborted";
-    case Code::internal: return "internal error";
+    case Code::success:
+      return "success";
+    case Code::invalid_argument:
+      return "invalid argument";
+    case Code::invalid_usage:
+      return "invalid usage";
+    case Code::system_error:
+      return "system error";
+    case Code::remote_error:
+      return "remote error";
+    case Code::timeout:
+      return "timeout";
+    case Code::aborted:
+      return "aborted";
+    case Code::internal:
+      return "internal error";
   }
   return "unknown error";
 }

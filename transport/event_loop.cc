@@ -21,7 +21,9 @@ EventLoop::EventLoop(std::string name) : guard_(asio::make_work_guard(io_)) {
   });
 }
 
-EventLoop::~EventLoop() { stop(); }
+EventLoop::~EventLoop() {
+  stop();
+}
 
 void EventLoop::stop() {
   guard_.reset();

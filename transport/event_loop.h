@@ -2,11 +2,11 @@
 // of the communicator happens here; functions that must run on it end in "OnLoop".
 #pragma once
 
-#include <asio/io_context.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
-#include <thread>
 #include <string>
+#include <thread>
 
 namespace gyre {
 

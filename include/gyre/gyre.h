@@ -76,12 +76,13 @@ GYRE_API int gyreGetVersion(int* version);
 /* Per-communicator settings for gyreCommInitRankConfig; zero fields keep the environment's
  * value (GYRE_TIMEOUT, GYRE_SLOT_BYTES, GYRE_NSLOTS) or the default. */
 typedef struct {
-  size_t size;       /* sizeof(gyreConfig_t): lets later versions add fields */
-  int timeoutMs;     /* every wait of this communicator; default 300000 */
-  int slotBytes;     /* bytes per link slot; all ranks must agree */
-  int nSlots;        /* slots per link direction */
+  size_t size;   /* sizeof(gyreConfig_t): lets later versions add fields */
+  int timeoutMs; /* every wait of this communicator; default 300000 */
+  int slotBytes; /* bytes per link slot; all ranks must agree */
+  int nSlots;    /* slots per link direction */
 } gyreConfig_t;
-#define GYRE_CONFIG_INITIALIZER {sizeof(gyreConfig_t), 0, 0, 0}
+#define GYRE_CONFIG_INITIALIZER \
+  { sizeof(gyreConfig_t), 0, 0, 0 }
 
 /* Starts a rendezvous server inside the calling process (kept until the process exits) and
  * returns an id that every rank passes to gyreCommInitRank. */
@@ -104,19 +105,21 @@ GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
 GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
 
 GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
-                           gyreStream_t stream);
-/* recvbuff holds nranks * sendcount elements; in place when sendbuff == recvbuff + rank*sendcount. */
+                                    gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                    gyreStream_t stream);
+/* recvbuff holds nranks * sendcount elements; in place when sendbuff == recvbuff + rank*sendcount.
+ */
 GYRE_API gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
-/* sendbuff holds nranks * recvcount elements; in place when recvbuff == sendbuff + rank*recvcount. */
+                                    gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* sendbuff holds nranks * recvcount elements; in place when recvbuff == sendbuff + rank*recvcount.
+ */
 GYRE_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
-                               gyreStream_t stream);
+                                        gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
+                                        gyreStream_t stream);
 /* sendbuff is read on root only. */
 GYRE_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           gyreDataType_t datatype, int root, gyreComm_t comm,
-                           gyreStream_t stream);
+                                    gyreDataType_t datatype, int root, gyreComm_t comm,
+                                    gyreStream_t stream);
 
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);
 /* The message of the last failed call on this thread ("" if none). */

@@ -12,8 +12,7 @@ namespace gyre {
 
 class Error : public std::runtime_error {
  public:
-  Error(gyreResult_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(gyreResult_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
   gyreResult_t code() const { return code_; }
 
  private:
@@ -29,14 +28,38 @@ inline void check(gyreResult_t result) {
 
 template <class T>
 constexpr gyreDataType_t dataTypeOf();
-template <> constexpr gyreDataType_t dataTypeOf<int8_t>() { return gyreInt8; }
-template <> constexpr gyreDataType_t dataTypeOf<uint8_t>() { return gyreUint8; }
-template <> constexpr gyreDataType_t dataTypeOf<int32_t>() { return gyreInt32; }
-template <> constexpr gyreDataType_t dataTypeOf<uint32_t>() { return gyreUint32; }
-template <> constexpr gyreDataType_t dataTypeOf<int64_t>() { return gyreInt64; }
-template <> constexpr gyreDataType_t dataTypeOf<uint64_t>() { return gyreUint64; }
-template <> constexpr gyreDataType_t dataTypeOf<float>() { return gyreFloat32; }
-template <> constexpr gyreDataType_t dataTypeOf<double>() { return gyreFloat64; }
+template <>
+constexpr gyreDataType_t dataTypeOf<int8_t>() {
+  return gyreInt8;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<uint8_t>() {
+  return gyreUint8;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<int32_t>() {
+  return gyreInt32;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<uint32_t>() {
+  return gyreUint32;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<int64_t>() {
+  return gyreInt64;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<uint64_t>() {
+  return gyreUint64;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<float>() {
+  return gyreFloat32;
+}
+template <>
+constexpr gyreDataType_t dataTypeOf<double>() {
+  return gyreFloat64;
+}
 
 class Comm {
  public:
@@ -84,8 +107,7 @@ class Comm {
   void allReduce(const T* send, T* recv, size_t count, gyreRedOp_t op = gyreSum) {
     allReduce(send, recv, count, dataTypeOf<T>(), op);
   }
-  void allReduce(const void* send, void* recv, size_t count, gyreDataType_t type,
-                 gyreRedOp_t op) {
+  void allReduce(const void* send, void* recv, size_t count, gyreDataType_t type, gyreRedOp_t op) {
     check(gyreAllReduce(send, recv, count, type, op, comm_, nullptr));
   }
   template <class T>

@@ -24,15 +24,19 @@ inline constexpr int kNumCollectives = 4;
 constexpr size_t dataTypeSize(DataType t) {
   switch (t) {
     case DataType::i8:
-    case DataType::u8: return 1;
+    case DataType::u8:
+      return 1;
     case DataType::f16:
-    case DataType::bf16: return 2;
+    case DataType::bf16:
+      return 2;
     case DataType::i32:
     case DataType::u32:
-    case DataType::f32: return 4;
+    case DataType::f32:
+      return 4;
     case DataType::i64:
     case DataType::u64:
-    case DataType::f64: return 8;
+    case DataType::f64:
+      return 8;
   }
   return 0;
 }
@@ -42,8 +46,8 @@ constexpr bool isFloating(DataType t) {
 }
 
 constexpr const char* dataTypeName(DataType t) {
-  constexpr const char* names[] = {"int8",   "uint8",  "int32",    "uint32",  "int64",
-                                   "uint64", "half",   "bfloat16", "float",   "double"};
+  constexpr const char* names[] = {"int8",   "uint8", "int32",    "uint32", "int64",
+                                   "uint64", "half",  "bfloat16", "float",  "double"};
   return static_cast<int>(t) < kNumDataTypes ? names[static_cast<int>(t)] : "?";
 }
 

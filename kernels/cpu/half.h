@@ -19,7 +19,9 @@ inline uint32_t floatToBits(float f) {
   return u;
 }
 
-inline float bf16ToFloat(uint16_t h) { return bitsToFloat(uint32_t(h) << 16); }
+inline float bf16ToFloat(uint16_t h) {
+  return bitsToFloat(uint32_t(h) << 16);
+}
 
 inline uint16_t floatToBf16(float f) {
   uint32_t u = floatToBits(f);
@@ -46,7 +48,7 @@ inline uint16_t floatToHalf(float f) {
   const uint32_t u = floatToBits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (absu > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (absu >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
   if (absu < 0x38800000u) {
     // Result is subnormal or zero: round abs(f) * 2^24 to nearest even integer.

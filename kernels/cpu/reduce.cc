@@ -6,7 +6,6 @@
 #include <cpuid.h>
 #endif
 
-
 namespace gyre::cpu {
 
 namespace generic {
@@ -47,8 +46,8 @@ const Isa& isa() {
 
 }  // namespace
 
-void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b,
-            size_t n, int avgDivisor) {
+void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b, size_t n,
+            int avgDivisor) {
   if (n == 0) return;
   isa().reduce(type, op, dst, dst2, a, b, n, avgDivisor);
 }
@@ -59,6 +58,8 @@ void copy(void* dst, void* dst2, const void* src, size_t bytes) {
   if (dst2 && dst2 != src) std::memcpy(dst2, src, bytes);
 }
 
-const char* isaName() { return isa().name; }
+const char* isaName() {
+  return isa().name;
+}
 
 }  // namespace gyre::cpu

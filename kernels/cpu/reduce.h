@@ -12,8 +12,8 @@ namespace gyre::cpu {
 // When avgDivisor > 0 the result is then divided by it (the last step of RedOp::avg);
 // otherwise avg reduces like sum. Integers wrap on overflow and divide truncating.
 // dst and dst2 may be exactly a or b, never a partial overlap.
-void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b,
-            size_t n, int avgDivisor);
+void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b, size_t n,
+            int avgDivisor);
 
 // dst = src (and dst2 = src when dst2 is not null); a no-op copy where dst == src.
 void copy(void* dst, void* dst2, const void* src, size_t bytes);

@@ -37,19 +37,27 @@ inline T mulOf(T a, T b) {
 
 struct Sum {
   template <class T>
-  static T apply(T a, T b) { return addOf(a, b); }
+  static T apply(T a, T b) {
+    return addOf(a, b);
+  }
 };
 struct Prod {
   template <class T>
-  static T apply(T a, T b) { return mulOf(a, b); }
+  static T apply(T a, T b) {
+    return mulOf(a, b);
+  }
 };
 struct Min {
   template <class T>
-  static T apply(T a, T b) { return b < a ? b : a; }
+  static T apply(T a, T b) {
+    return b < a ? b : a;
+  }
 };
 struct Max {
   template <class T>
-  static T apply(T a, T b) { return a < b ? b : a; }
+  static T apply(T a, T b) {
+    return a < b ? b : a;
+  }
 };
 
 // Native element types: compute in T.
@@ -93,10 +101,14 @@ void loopHalf(uint16_t* __restrict d, uint16_t* __restrict d2, const uint16_t* _
       __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
       __m256 y = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
       __m256 v;
-      if constexpr (std::is_same_v<Op, Sum>) v = _mm256_add_ps(x, y);
-      else if constexpr (std::is_same_v<Op, Prod>) v = _mm256_mul_ps(x, y);
-      else if constexpr (std::is_same_v<Op, Min>) v = _mm256_min_ps(y, x);
-      else v = _mm256_max_ps(y, x);
+      if constexpr (std::is_same_v<Op, Sum>)
+        v = _mm256_add_ps(x, y);
+      else if constexpr (std::is_same_v<Op, Prod>)
+        v = _mm256_mul_ps(x, y);
+      else if constexpr (std::is_same_v<Op, Min>)
+        v = _mm256_min_ps(y, x);
+      else
+        v = _mm256_max_ps(y, x);
       if constexpr (kDivide) v = _mm256_div_ps(v, vdiv);
       __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
@@ -120,19 +132,25 @@ void dispatchDivide(void* d, void* d2, const void* a, const void* b, size_t n, i
     auto* d2h = static_cast<uint16_t*>(d2);
     auto* ah = static_cast<const uint16_t*>(a);
     auto* bh = static_cast<const uint16_t*>(b);
-    if (div > 0) loopHalf<T, Op, true>(dh, d2h, ah, bh, n, float(div));
-    else loopHalf<T, Op, false>(dh, d2h, ah, bh, n, 1.0f);
+    if (div > 0)
+      loopHalf<T, Op, true>(dh, d2h, ah, bh, n, float(div));
+    else
+      loopHalf<T, Op, false>(dh, d2h, ah, bh, n, 1.0f);
   } else {
     auto* dt = static_cast<T*>(d);
     auto* d2t = static_cast<T*>(d2);
     auto* at = static_cast<const T*>(a);
     auto* bt = static_cast<const T*>(b);
     if (d2t) {
-      if (div > 0) loopNative2<T, Op, true>(dt, d2t, at, bt, n, T(div));
-      else loopNative2<T, Op, false>(dt, d2t, at, bt, n, T(1));
+      if (div > 0)
+        loopNative2<T, Op, true>(dt, d2t, at, bt, n, T(div));
+      else
+        loopNative2<T, Op, false>(dt, d2t, at, bt, n, T(1));
     } else {
-      if (div > 0) loopNative<T, Op, true>(dt, at, bt, n, T(div));
-      else loopNative<T, Op, false>(dt, at, bt, n, T(1));
+      if (div > 0)
+        loopNative<T, Op, true>(dt, at, bt, n, T(div));
+      else
+        loopNative<T, Op, false>(dt, at, bt, n, T(1));
     }
   }
 }
@@ -140,27 +158,42 @@ void dispatchDivide(void* d, void* d2, const void* a, const void* b, size_t n, i
 template <class T>
 void dispatchOp(RedOp op, void* d, void* d2, const void* a, const void* b, size_t n, int div) {
   switch (op) {
-    case RedOp::sum: return dispatchDivide<T, Sum>(d, d2, a, b, n, 0);
-    case RedOp::avg: return dispatchDivide<T, Sum>(d, d2, a, b, n, div);
-    case RedOp::prod: return dispatchDivide<T, Prod>(d, d2, a, b, n, 0);
-    case RedOp::min: return dispatchDivide<T, Min>(d, d2, a, b, n, 0);
-    case RedOp::max: return dispatchDivide<T, Max>(d, d2, a, b, n, 0);
+    case RedOp::sum:
+      return dispatchDivide<T, Sum>(d, d2, a, b, n, 0);
+    case RedOp::avg:
+      return dispatchDivide<T, Sum>(d, d2, a, b, n, div);
+    case RedOp::prod:
+      return dispatchDivide<T, Prod>(d, d2, a, b, n, 0);
+    case RedOp::min:
+      return dispatchDivide<T, Min>(d, d2, a, b, n, 0);
+    case RedOp::max:
+      return dispatchDivide<T, Max>(d, d2, a, b, n, 0);
   }
 }
 
 inline void reduceImpl(DataType type, RedOp op, void* d, void* d2, const void* a, const void* b,
                        size_t n, int div) {
   switch (type) {
-    case DataType::i8: return dispatchOp<int8_t>(op, d, d2, a, b, n, div);
-    case DataType::u8: return dispatchOp<uint8_t>(op, d, d2, a, b, n, div);
-    case DataType::i32: return dispatchOp<int32_t>(op, d, d2, a, b, n, div);
-    case DataType::u32: return dispatchOp<uint32_t>(op, d, d2, a, b, n, div);
-    case DataType::i64: return dispatchOp<int64_t>(op, d, d2, a, b, n, div);
-    case DataType::u64: return dispatchOp<uint64_t>(op, d, d2, a, b, n, div);
-    case DataType::f16: return dispatchOp<Fp16>(op, d, d2, a, b, n, div);
-    case DataType::bf16: return dispatchOp<Bf16>(op, d, d2, a, b, n, div);
-    case DataType::f32: return dispatchOp<float>(op, d, d2, a, b, n, div);
-    case DataType::f64: return dispatchOp<double>(op, d, d2, a, b, n, div);
+    case DataType::i8:
+      return dispatchOp<int8_t>(op, d, d2, a, b, n, div);
+    case DataType::u8:
+      return dispatchOp<uint8_t>(op, d, d2, a, b, n, div);
+    case DataType::i32:
+      return dispatchOp<int32_t>(op, d, d2, a, b, n, div);
+    case DataType::u32:
+      return dispatchOp<uint32_t>(op, d, d2, a, b, n, div);
+    case DataType::i64:
+      return dispatchOp<int64_t>(op, d, d2, a, b, n, div);
+    case DataType::u64:
+      return dispatchOp<uint64_t>(op, d, d2, a, b, n, div);
+    case DataType::f16:
+      return dispatchOp<Fp16>(op, d, d2, a, b, n, div);
+    case DataType::bf16:
+      return dispatchOp<Bf16>(op, d, d2, a, b, n, div);
+    case DataType::f32:
+      return dispatchOp<float>(op, d, d2, a, b, n, div);
+    case DataType::f64:
+      return dispatchOp<double>(op, d, d2, a, b, n, div);
   }
 }
 

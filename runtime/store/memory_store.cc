@@ -103,7 +103,9 @@ class PrefixStore : public Store {
 
 }  // namespace
 
-std::shared_ptr<Store> makeMemoryStore() { return std::make_shared<MemoryStore>(); }
+std::shared_ptr<Store> makeMemoryStore() {
+  return std::make_shared<MemoryStore>();
+}
 
 std::shared_ptr<Store> makePrefixStore(std::string prefix, std::shared_ptr<Store> inner) {
   return std::make_shared<PrefixStore>(std::move(prefix), std::move(inner));

@@ -12,7 +12,9 @@ Request parseRequest(std::string_view body) {
       r.job = in.str(kMaxKeyBytes);
       r.nonce = in.str(64);
       break;
-    case Op::auth: r.mac = in.str(64); break;
+    case Op::auth:
+      r.mac = in.str(64);
+      break;
     case Op::set:
       r.key = in.str(kMaxKeyBytes);
       r.value = in.str(kMaxValueBytes);
@@ -37,8 +39,11 @@ Request parseRequest(std::string_view body) {
       r.value = in.str(kMaxValueBytes);
       r.desired = in.str(kMaxValueBytes);
       break;
-    case Op::remove: r.key = in.str(kMaxKeyBytes); break;
-    default: throw ProtocolError("unknown opcode " + std::to_string(int(r.op)));
+    case Op::remove:
+      r.key = in.str(kMaxKeyBytes);
+      break;
+    default:
+      throw ProtocolError("unknown opcode " + std::to_string(int(r.op)));
   }
   in.end();
   return r;

@@ -101,12 +101,12 @@ class Reader {
 struct Request {
   Op op{};
   uint16_t version = 0;
-  std::string job, nonce, mac;  // hello, auth
-  std::string key, value;       // set, get, add, compare_set (value = expected), remove
-  std::string desired;          // compare_set
+  std::string job, nonce, mac;    // hello, auth
+  std::string key, value;         // set, get, add, compare_set (value = expected), remove
+  std::string desired;            // compare_set
   std::vector<std::string> keys;  // wait
-  uint32_t timeoutMs = 0;       // get, wait
-  int64_t delta = 0;            // add
+  uint32_t timeoutMs = 0;         // get, wait
+  int64_t delta = 0;              // add
 };
 
 // Parses a request body; throws ProtocolError on anything malformed, over a limit, unknown

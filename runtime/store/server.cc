@@ -76,8 +76,8 @@ struct Session : std::enable_shared_from_this<Session> {
   asio::steady_timer frameTimer;
   std::string peer;
   std::string jobName;
-  Job* job = nullptr;         // set once the client proved the secret
-  std::string pendingJob;     // between hello and auth
+  Job* job = nullptr;      // set once the client proved the secret
+  std::string pendingJob;  // between hello and auth
   std::string clientNonce, serverNonce;
   uint32_t frameLength = 0;
   std::string body;
@@ -98,10 +98,9 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void readHeader() {
-    asio::async_read(socket, asio::buffer(&frameLength, 4),
-                     [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                       self->onHeader(ec);
-                     });
+    asio::async_read(
+        socket, asio::buffer(&frameLength, 4),
+        [self = shared_from_this()](const asio::error_code& ec, size_t) { self->onHeader(ec); });
   }
 
   void onHeader(const asio::error_code& ec) {
@@ -157,8 +156,9 @@ struct Session : std::enable_shared_from_this<Session> {
         const auto proof = auth::mac(server.options.secret, "gyre-store-server", pendingJob,
                                      clientNonce, serverNonce);
         Writer w;
-        w.u8(uint8_t(Reply::ok)).str(serverNonce).str(
-            {reinterpret_cast<const char*>(proof.data()), proof.size()});
+        w.u8(uint8_t(Reply::ok))
+            .str(serverNonce)
+            .str({reinterpret_cast<const char*>(proof.data()), proof.size()});
         return send(w.frame());
       }
       case Op::auth: {
@@ -184,7 +184,8 @@ struct Session : std::enable_shared_from_this<Session> {
         replyOk();
         return server.wake(*job);
       }
-      case Op::get: return park({std::move(req.key)}, true, req.timeoutMs);
+      case Op::get:
+        return park({std::move(req.key)}, true, req.timeoutMs);
       case Op::add: {
         if (!roomFor(req.key)) return;
         std::string& slot = job->data[req.key];
@@ -201,7 +202,8 @@ struct Session : std::enable_shared_from_this<Session> {
         send(w.frame());
         return server.wake(*job);
       }
-      case Op::wait: return park(std::move(req.keys), false, req.timeoutMs);
+      case Op::wait:
+        return park(std::move(req.keys), false, req.timeoutMs);
       case Op::compare_set: {
         auto it = job->data.find(req.key);
         const std::string current = it == job->data.end() ? std::string() : it->second;
@@ -398,7 +400,9 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
   impl_->accept();
 }
 
-StoreServer::~StoreServer() { stop(); }
+StoreServer::~StoreServer() {
+  stop();
+}
 
 void StoreServer::start() {
   impl_->thread = std::thread([this] {
@@ -407,7 +411,9 @@ void StoreServer::start() {
   });
 }
 
-void StoreServer::run() { impl_->io.run(); }
+void StoreServer::run() {
+  impl_->io.run();
+}
 
 void StoreServer::stop() {
   impl_->io.stop();
@@ -416,10 +422,18 @@ void StoreServer::stop() {
   }
 }
 
-const std::string& StoreServer::host() const { return impl_->host; }
-uint16_t StoreServer::port() const { return impl_->port; }
-std::string StoreServer::address() const { return joinHostPort(impl_->host, impl_->port); }
-size_t StoreServer::clientCount() const { return impl_->clientCount.load(); }
+const std::string& StoreServer::host() const {
+  return impl_->host;
+}
+uint16_t StoreServer::port() const {
+  return impl_->port;
+}
+std::string StoreServer::address() const {
+  return joinHostPort(impl_->host, impl_->port);
+}
+size_t StoreServer::clientCount() const {
+  return impl_->clientCount.load();
+}
 
 void splitHostPort(const std::string& address, std::string& host, uint16_t& port) {
   const auto colon = address.rfind(':');

@@ -38,7 +38,7 @@ class StoreServer {
   std::string address() const;  // "host:port", brackets for IPv6
   size_t clientCount() const;
 
- struct Impl;  // public so the session code in server.cc can name it
+  struct Impl;  // public so the session code in server.cc can name it
 
  private:
   std::unique_ptr<Impl> impl_;

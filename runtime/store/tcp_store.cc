@@ -76,7 +76,10 @@ struct TcpStore::Impl {
   void authenticate() {
     const auto clientNonce = auth::randomNonce();
     store::Writer hello;
-    hello.u8(uint8_t(store::Op::hello)).u16(store::kVersion).str(options.jobId).str(auth::view(clientNonce));
+    hello.u8(uint8_t(store::Op::hello))
+        .u16(store::kVersion)
+        .str(options.jobId)
+        .str(auth::view(clientNonce));
     const std::string body = roundTrip(hello.frame(), options.connectTimeout);
     store::Reader in(body);
     if (status(in) != Reply::ok) expectOk(body, "hello");
@@ -89,18 +92,21 @@ struct TcpStore::Impl {
     std::memcpy(given.data(), proof.data(), given.size());
     if (!auth::equal(given, expected)) {
       broken = true;
-      fail(Code::invalid_usage, where() + " does not know this job's secret (GYRE_SECRET or "
-                                          "--secret must be the same for the server and every rank)");
+      fail(Code::invalid_usage, where() +
+                                    " does not know this job's secret (GYRE_SECRET or "
+                                    "--secret must be the same for the server and every rank)");
     }
     const auto answer = auth::mac(options.secret, "gyre-store-client", options.jobId, serverNonce,
                                   auth::view(clientNonce));
     store::Writer w;
-    w.u8(uint8_t(store::Op::auth)).str({reinterpret_cast<const char*>(answer.data()), answer.size()});
+    w.u8(uint8_t(store::Op::auth))
+        .str({reinterpret_cast<const char*>(answer.data()), answer.size()});
     try {
       expectOk(roundTrip(w.frame(), options.connectTimeout), "authentication");
     } catch (const Failure&) {
-      fail(Code::invalid_usage, where() + " refused this client's secret (GYRE_SECRET or "
-                                          "--secret must be the same for the server and every rank)");
+      fail(Code::invalid_usage, where() +
+                                    " refused this client's secret (GYRE_SECRET or "
+                                    "--secret must be the same for the server and every rank)");
     }
   }
 
@@ -133,13 +139,14 @@ struct TcpStore::Impl {
     });
     if (!runUntil(done, deadline)) {
       broken = true;
-      fail(Code::timeout, "no reply from " + where() + " within " +
-                              std::to_string(timeout.count()) + " ms");
+      fail(Code::timeout,
+           "no reply from " + where() + " within " + std::to_string(timeout.count()) + " ms");
     }
     if (ec) {
       broken = true;
-      fail(Code::remote_error, "lost the connection to " + where() + ": " +
-                                   (ec == asio::error::eof ? "closed by the server" : ec.message()));
+      fail(Code::remote_error,
+           "lost the connection to " + where() + ": " +
+               (ec == asio::error::eof ? "closed by the server" : ec.message()));
     }
     return body;
   }
@@ -151,7 +158,8 @@ struct TcpStore::Impl {
     store::Reader in(body);
     const Reply r = status(in);
     if (r == Reply::error) {
-      fail(Code::invalid_usage, where() + " refused " + what + ": " + in.str(store::kMaxValueBytes));
+      fail(Code::invalid_usage,
+           where() + " refused " + what + ": " + in.str(store::kMaxValueBytes));
     }
     if (r != Reply::ok) fail(Code::internal, where() + ": unexpected reply to " + what);
   }

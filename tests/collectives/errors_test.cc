@@ -43,9 +43,11 @@ TEST_CASE("invalid arguments are refused before anything is sent, naming the ran
     s = failureOf([&] { c.broadcast(a.data(), b.data(), 4, DataType::f32, 2); });
     CHECK(s.code == Code::invalid_argument);
     CHECK(contains(s.message, "root 2"));
-    s = failureOf([&] { c.allReduce(a.data(), b.data(), 4, static_cast<DataType>(77), RedOp::sum); });
+    s = failureOf(
+        [&] { c.allReduce(a.data(), b.data(), 4, static_cast<DataType>(77), RedOp::sum); });
     CHECK(s.code == Code::invalid_argument);
-    s = failureOf([&] { c.allReduce(a.data(), b.data(), 4, DataType::f32, static_cast<RedOp>(9)); });
+    s = failureOf(
+        [&] { c.allReduce(a.data(), b.data(), 4, DataType::f32, static_cast<RedOp>(9)); });
     CHECK(s.code == Code::invalid_argument);
     s = failureOf([&] { c.allGather(a.data(), a.data() + 1, 4, DataType::f32); });
     CHECK(s.code == Code::invalid_argument);
@@ -63,13 +65,22 @@ TEST_CASE("ranks that disagree on a collective fail with invalid usage naming bo
     std::function<void(Communicator&, int, float*, float*)> call;
   };
   const std::vector<Mismatch> mismatches{
-      {"count", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10 + r, DataType::f32, RedOp::sum); }},
-      {"dtype", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10, r ? DataType::i32 : DataType::f32, RedOp::sum); }},
-      {"op", [](Communicator& c, int r, float* a, float* b) { c.allReduce(a, b, 10, DataType::f32, r ? RedOp::max : RedOp::sum); }},
-      {"root", [](Communicator& c, int r, float* a, float* b) { c.broadcast(a, b, 10, DataType::f32, r); }},
-      {"collective", [](Communicator& c, int r, float* a, float* b) {
-         if (r == 0) c.allReduce(a, b, 10, DataType::f32, RedOp::sum);
-         else c.broadcast(a, b, 10, DataType::f32, 0);
+      {"count", [](Communicator& c, int r, float* a,
+                   float* b) { c.allReduce(a, b, 10 + r, DataType::f32, RedOp::sum); }},
+      {"dtype",
+       [](Communicator& c, int r, float* a, float* b) {
+         c.allReduce(a, b, 10, r ? DataType::i32 : DataType::f32, RedOp::sum);
+       }},
+      {"op", [](Communicator& c, int r, float* a,
+                float* b) { c.allReduce(a, b, 10, DataType::f32, r ? RedOp::max : RedOp::sum); }},
+      {"root",
+       [](Communicator& c, int r, float* a, float* b) { c.broadcast(a, b, 10, DataType::f32, r); }},
+      {"collective",
+       [](Communicator& c, int r, float* a, float* b) {
+         if (r == 0)
+           c.allReduce(a, b, 10, DataType::f32, RedOp::sum);
+         else
+           c.broadcast(a, b, 10, DataType::f32, 0);
        }},
   };
   for (const auto& m : mismatches) {
@@ -145,7 +156,8 @@ TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost
   std::vector<Status> result(2);
   test::onThreads(2, [&](int r) {
     std::vector<float> a(4096, 1.0f), b(4096);
-    result[r] = failureOf([&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
+    result[r] = failureOf(
+        [&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
   });
   CHECK(Clock::now() - start < 10s);
   for (int r = 0; r < 2; ++r) {
@@ -192,13 +204,15 @@ TEST_CASE("C API: unique id init on threads, results and error codes") {
     CHECK(out == 6.0);
     CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) == gyreInvalidArgument);
     CHECK(contains(gyreGetLastError(comms[r]), "stream"));
-    CHECK(gyreAllReduce(&v, &out, 1, gyreNumTypes, gyreSum, comms[r], nullptr) == gyreInvalidArgument);
+    CHECK(gyreAllReduce(&v, &out, 1, gyreNumTypes, gyreSum, comms[r], nullptr) ==
+          gyreInvalidArgument);
     gyreResult_t async = gyreInternalError;
     CHECK(gyreCommGetAsyncError(comms[r], &async) == gyreSuccess);
     CHECK(async == gyreSuccess);
   });
   for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
-  CHECK(gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, nullptr, nullptr) == gyreInvalidArgument);
+  CHECK(gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, nullptr, nullptr) ==
+        gyreInvalidArgument);
   gyreUniqueId bogus{};
   gyreComm_t c = nullptr;
   CHECK(gyreCommInitRank(&c, 2, bogus, 0) == gyreInvalidArgument);

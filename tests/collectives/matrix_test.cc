@@ -19,7 +19,8 @@ constexpr size_t kGuard = 16;  // bytes checked on each side of every output
 
 struct Case {
   Collective coll;
-  size_t count;  // all_reduce/broadcast: elements; all_gather: per rank send; reduce_scatter: per rank recv
+  size_t count;  // all_reduce/broadcast: elements; all_gather: per rank send; reduce_scatter: per
+                 // rank recv
   DataType type;
   RedOp op;
   int root;
@@ -59,9 +60,15 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
   std::vector<unsigned char> inputCopy(send, send + sendCount * es);
 
   switch (k.coll) {
-    case Collective::all_reduce: c.allReduce(send, recv, k.count, k.type, k.op); break;
-    case Collective::all_gather: c.allGather(send, recv, k.count, k.type); break;
-    case Collective::reduce_scatter: c.reduceScatter(send, recv, k.count, k.type, k.op); break;
+    case Collective::all_reduce:
+      c.allReduce(send, recv, k.count, k.type, k.op);
+      break;
+    case Collective::all_gather:
+      c.allGather(send, recv, k.count, k.type);
+      break;
+    case Collective::reduce_scatter:
+      c.reduceScatter(send, recv, k.count, k.type, k.op);
+      break;
     case Collective::broadcast:
       c.broadcast(hasInput ? send : nullptr, recv, k.count, k.type, k.root);
       break;
@@ -70,10 +77,18 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
   std::vector<unsigned char> want(recvCount * es + 1);
   for (size_t i = 0; i < recvCount; ++i) {
     switch (k.coll) {
-      case Collective::all_reduce: data.expected(want.data(), i, i); break;
-      case Collective::all_gather: data.expected(want.data(), i, i % k.count, int(i / k.count)); break;
-      case Collective::reduce_scatter: data.expected(want.data(), i, size_t(r) * k.count + i); break;
-      case Collective::broadcast: data.expected(want.data(), i, i, k.root); break;
+      case Collective::all_reduce:
+        data.expected(want.data(), i, i);
+        break;
+      case Collective::all_gather:
+        data.expected(want.data(), i, i % k.count, int(i / k.count));
+        break;
+      case Collective::reduce_scatter:
+        data.expected(want.data(), i, size_t(r) * k.count + i);
+        break;
+      case Collective::broadcast:
+        data.expected(want.data(), i, i, k.root);
+        break;
     }
   }
   std::string wrong;
@@ -136,7 +151,8 @@ std::vector<Case> casesFor(int n) {
       }
     }
     // Every collective also runs once over many rounds of the ring.
-    cases.push_back({coll, 50021, DataType::f32, RedOp::sum, coll == Collective::broadcast ? n - 1 : -1, false});
+    cases.push_back({coll, 50021, DataType::f32, RedOp::sum,
+                     coll == Collective::broadcast ? n - 1 : -1, false});
   }
   return cases;
 }
@@ -160,9 +176,21 @@ void runMatrix(int n) {
 
 }  // namespace
 
-TEST_CASE("matrix n=1") { runMatrix(1); }
-TEST_CASE("matrix n=2") { runMatrix(2); }
-TEST_CASE("matrix n=3") { runMatrix(3); }
-TEST_CASE("matrix n=4") { runMatrix(4); }
-TEST_CASE("matrix n=5") { runMatrix(5); }
-TEST_CASE("matrix n=8") { runMatrix(8); }
+TEST_CASE("matrix n=1") {
+  runMatrix(1);
+}
+TEST_CASE("matrix n=2") {
+  runMatrix(2);
+}
+TEST_CASE("matrix n=3") {
+  runMatrix(3);
+}
+TEST_CASE("matrix n=4") {
+  runMatrix(4);
+}
+TEST_CASE("matrix n=5") {
+  runMatrix(5);
+}
+TEST_CASE("matrix n=8") {
+  runMatrix(8);
+}

@@ -115,9 +115,9 @@ TEST_CASE("strangers on every port during running collectives change nothing") {
   std::thread stranger([&] {
     while (running) {
       for (size_t i = 0; i < ports.size() && running; ++i) {
-        visit(ports[i], std::string(1024, '\x17'));                       // garbage
+        visit(ports[i], std::string(1024, '\x17'));  // garbage
         visit(ports[i], forgedHandshake("strangers", (int(i) + 1) % n, int(i) % n, n));
-        visit(ports[i], "", 50);                                            // silence
+        visit(ports[i], "", 50);  // silence
         visits += 3;
       }
       // The rendezvous with the wrong secret.

@@ -36,12 +36,15 @@ void mismatch(gyre::Comm& comm, const std::string& kind) {
   const bool odd = comm.rank() == 1;
   std::vector<float> a(1000, 1.0f), b(1000);
   if (kind == "count") comm.allReduce(a.data(), b.data(), odd ? 999 : 1000);
-  if (kind == "dtype") comm.allReduce(a.data(), b.data(), 500, odd ? gyreInt32 : gyreFloat32, gyreSum);
+  if (kind == "dtype")
+    comm.allReduce(a.data(), b.data(), 500, odd ? gyreInt32 : gyreFloat32, gyreSum);
   if (kind == "op") comm.allReduce(a.data(), b.data(), 1000, odd ? gyreMax : gyreSum);
   if (kind == "root") comm.broadcast(a.data(), b.data(), 1000, odd ? 1 : 0);
   if (kind == "kind") {
-    if (odd) comm.broadcast(a.data(), b.data(), 1000, 0);
-    else comm.allReduce(a.data(), b.data(), 1000);
+    if (odd)
+      comm.broadcast(a.data(), b.data(), 1000, 0);
+    else
+      comm.allReduce(a.data(), b.data(), 1000);
   }
   std::fprintf(stderr, "rank %d: mismatched collective returned without an error\n", comm.rank());
   std::exit(1);
@@ -74,13 +77,20 @@ int main(int argc, char** argv) {
   std::string mismatchKind;
   for (int i = 1; i < argc; ++i) {
     const bool more = i + 1 < argc;
-    if (!std::strcmp(argv[i], "--fail-rank") && more) failRank = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--exit-code") && more) exitCode = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--loop") && more) rounds = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--stop-rank") && more) stopRank = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--stop-after") && more) stopAfter = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--mismatch") && more) mismatchKind = argv[++i];
-    else if (!std::strcmp(argv[i], "--second-comm")) secondComm = true;
+    if (!std::strcmp(argv[i], "--fail-rank") && more)
+      failRank = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--exit-code") && more)
+      exitCode = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--loop") && more)
+      rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--stop-rank") && more)
+      stopRank = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--stop-after") && more)
+      stopAfter = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--mismatch") && more)
+      mismatchKind = argv[++i];
+    else if (!std::strcmp(argv[i], "--second-comm"))
+      secondComm = true;
   }
   try {
     auto comm = gyre::Comm::fromEnv();
@@ -134,7 +144,8 @@ int main(int argc, char** argv) {
     double value = rank == 0 ? 42.5 : -1.0;
     comm.broadcast(&value, &value, 1, 0);
     expect(value == 42.5, "broadcast from rank 0", rank);
-    if (rank == 0) std::printf("walkthrough: %d ranks, %s\n", n, failures ? "FAILED" : "all correct");
+    if (rank == 0)
+      std::printf("walkthrough: %d ranks, %s\n", n, failures ? "FAILED" : "all correct");
   } catch (const gyre::Error& e) {
     std::fprintf(stderr, "walkthrough: %s\n", e.what());
     return 2;

@@ -105,7 +105,9 @@ class FakePrims {
   void copySend(size_t i, size_t o, size_t n) { run(kIn | kOut | kSend, i, o, n, false); }
   void recvCopySend(size_t o, size_t n) { run(kRecv | kOut | kSend, 0, o, n, false); }
   void recvReduceSend(size_t i, size_t n) { run(kRecv | kIn | kSend, i, 0, n, false); }
-  void recvReduceCopy(size_t i, size_t o, size_t n, bool fin) { run(kRecv | kIn | kOut, i, o, n, fin); }
+  void recvReduceCopy(size_t i, size_t o, size_t n, bool fin) {
+    run(kRecv | kIn | kOut, i, o, n, fin);
+  }
   void recvReduceCopySend(size_t i, size_t o, size_t n, bool fin) {
     run(kRecv | kIn | kOut | kSend, i, o, n, fin);
   }
@@ -125,10 +127,14 @@ class FakePrims {
   double reduce(double a, double b) const {
     switch (op_) {
       case RedOp::sum:
-      case RedOp::avg: return a + b;
-      case RedOp::prod: return a * b;
-      case RedOp::min: return std::min(a, b);
-      case RedOp::max: return std::max(a, b);
+      case RedOp::avg:
+        return a + b;
+      case RedOp::prod:
+        return a * b;
+      case RedOp::min:
+        return std::min(a, b);
+      case RedOp::max:
+        return std::max(a, b);
     }
     return 0;
   }

@@ -35,13 +35,15 @@ struct Data {
         const int64_t r = std::clamp(120 / n, 1, 10);
         return double(int64_t(h % uint64_t(2 * r + 1)) - r);
       }
-      case RedOp::prod: return (h & 1) ? 2.0 : ((h & 2) ? -1.0 : 1.0);
+      case RedOp::prod:
+        return (h & 1) ? 2.0 : ((h & 2) ? -1.0 : 1.0);
       case RedOp::avg: {
         const int64_t r = std::clamp<int64_t>(120 / (int64_t(n) * n), 0, 10);
         return double(n) * double(int64_t(h % uint64_t(2 * r + 1)) - r);
       }
       case RedOp::min:
-      case RedOp::max: return double(int64_t(h % 201) - 100);
+      case RedOp::max:
+        return double(int64_t(h % 201) - 100);
     }
     return 0;
   }
@@ -61,13 +63,20 @@ struct Data {
       return storeFloat(buf, idx, op == RedOp::avg ? acc / n : acc);
     }
     switch (type) {
-      case DataType::i8: return foldInt<int8_t>(buf, idx, i);
-      case DataType::u8: return foldInt<uint8_t>(buf, idx, i);
-      case DataType::i32: return foldInt<int32_t>(buf, idx, i);
-      case DataType::u32: return foldInt<uint32_t>(buf, idx, i);
-      case DataType::i64: return foldInt<int64_t>(buf, idx, i);
-      case DataType::u64: return foldInt<uint64_t>(buf, idx, i);
-      default: return;
+      case DataType::i8:
+        return foldInt<int8_t>(buf, idx, i);
+      case DataType::u8:
+        return foldInt<uint8_t>(buf, idx, i);
+      case DataType::i32:
+        return foldInt<int32_t>(buf, idx, i);
+      case DataType::u32:
+        return foldInt<uint32_t>(buf, idx, i);
+      case DataType::i64:
+        return foldInt<int64_t>(buf, idx, i);
+      case DataType::u64:
+        return foldInt<uint64_t>(buf, idx, i);
+      default:
+        return;
     }
   }
 
@@ -77,10 +86,14 @@ struct Data {
     using U = std::make_unsigned_t<T>;
     switch (op) {
       case RedOp::sum:
-      case RedOp::avg: return T(U(a) + U(b));
-      case RedOp::prod: return T(U(a) * U(b));
-      case RedOp::min: return std::min(a, b);
-      case RedOp::max: return std::max(a, b);
+      case RedOp::avg:
+        return T(U(a) + U(b));
+      case RedOp::prod:
+        return T(U(a) * U(b));
+      case RedOp::min:
+        return std::min(a, b);
+      case RedOp::max:
+        return std::max(a, b);
     }
     return a;
   }
@@ -94,20 +107,33 @@ struct Data {
   double fold(double a, double b) const {
     switch (op) {
       case RedOp::sum:
-      case RedOp::avg: return a + b;
-      case RedOp::prod: return a * b;
-      case RedOp::min: return std::min(a, b);
-      case RedOp::max: return std::max(a, b);
+      case RedOp::avg:
+        return a + b;
+      case RedOp::prod:
+        return a * b;
+      case RedOp::min:
+        return std::min(a, b);
+      case RedOp::max:
+        return std::max(a, b);
     }
     return a;
   }
   void storeFloat(void* buf, size_t idx, double v) const {
     switch (type) {
-      case DataType::f16: static_cast<uint16_t*>(buf)[idx] = cpu::floatToHalf(float(v)); break;
-      case DataType::bf16: static_cast<uint16_t*>(buf)[idx] = cpu::floatToBf16(float(v)); break;
-      case DataType::f32: static_cast<float*>(buf)[idx] = float(v); break;
-      case DataType::f64: static_cast<double*>(buf)[idx] = v; break;
-      default: break;
+      case DataType::f16:
+        static_cast<uint16_t*>(buf)[idx] = cpu::floatToHalf(float(v));
+        break;
+      case DataType::bf16:
+        static_cast<uint16_t*>(buf)[idx] = cpu::floatToBf16(float(v));
+        break;
+      case DataType::f32:
+        static_cast<float*>(buf)[idx] = float(v);
+        break;
+      case DataType::f64:
+        static_cast<double*>(buf)[idx] = v;
+        break;
+      default:
+        break;
     }
   }
   void storeBits(void* buf, size_t idx, uint64_t b) const {

@@ -25,7 +25,8 @@ TEST_CASE("bench patterns: periodic fill equals element-by-element values") {
           std::vector<unsigned char> fast(count * es), slow(count * es);
           fillPeriodic(type, fast.data(), count, patternPeriod(op, n),
                        [&](size_t i) { return reducedValue(op, n, i); });
-          for (size_t i = 0; i < count; ++i) storeValue(type, slow.data(), i, reducedValue(op, n, i));
+          for (size_t i = 0; i < count; ++i)
+            storeValue(type, slow.data(), i, reducedValue(op, n, i));
           REQUIRE(std::memcmp(fast.data(), slow.data(), fast.size()) == 0);
           REQUIRE(countMismatches(type, fast.data(), slow.data(), count) == 0);
         }

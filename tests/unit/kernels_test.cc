@@ -35,7 +35,9 @@ bool cpuHasAvx2() {
 __attribute__((target("f16c"))) uint16_t hardwareHalf(float f) {
   return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
-__attribute__((target("f16c"))) float hardwareHalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) float hardwareHalfToFloat(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 template <class T>
 T refOp(RedOp op, T a, T b) {
@@ -43,18 +45,26 @@ T refOp(RedOp op, T a, T b) {
     using U = std::make_unsigned_t<T>;
     switch (op) {
       case RedOp::sum:
-      case RedOp::avg: return T(U(a) + U(b));
-      case RedOp::prod: return T(U(a) * U(b));
-      case RedOp::min: return b < a ? b : a;
-      case RedOp::max: return a < b ? b : a;
+      case RedOp::avg:
+        return T(U(a) + U(b));
+      case RedOp::prod:
+        return T(U(a) * U(b));
+      case RedOp::min:
+        return b < a ? b : a;
+      case RedOp::max:
+        return a < b ? b : a;
     }
   } else {
     switch (op) {
       case RedOp::sum:
-      case RedOp::avg: return a + b;
-      case RedOp::prod: return a * b;
-      case RedOp::min: return b < a ? b : a;
-      case RedOp::max: return a < b ? b : a;
+      case RedOp::avg:
+        return a + b;
+      case RedOp::prod:
+        return a * b;
+      case RedOp::min:
+        return b < a ? b : a;
+      case RedOp::max:
+        return a < b ? b : a;
     }
   }
   return T();
@@ -113,16 +123,25 @@ Case makeHalf(DataType type, RedOp op, size_t n, int div, std::mt19937_64& rng) 
 
 Case makeCase(DataType type, RedOp op, size_t n, int div, std::mt19937_64& rng) {
   switch (type) {
-    case DataType::i8: return makeNative<int8_t>(type, op, n, div, rng);
-    case DataType::u8: return makeNative<uint8_t>(type, op, n, div, rng);
-    case DataType::i32: return makeNative<int32_t>(type, op, n, div, rng);
-    case DataType::u32: return makeNative<uint32_t>(type, op, n, div, rng);
-    case DataType::i64: return makeNative<int64_t>(type, op, n, div, rng);
-    case DataType::u64: return makeNative<uint64_t>(type, op, n, div, rng);
+    case DataType::i8:
+      return makeNative<int8_t>(type, op, n, div, rng);
+    case DataType::u8:
+      return makeNative<uint8_t>(type, op, n, div, rng);
+    case DataType::i32:
+      return makeNative<int32_t>(type, op, n, div, rng);
+    case DataType::u32:
+      return makeNative<uint32_t>(type, op, n, div, rng);
+    case DataType::i64:
+      return makeNative<int64_t>(type, op, n, div, rng);
+    case DataType::u64:
+      return makeNative<uint64_t>(type, op, n, div, rng);
     case DataType::f16:
-    case DataType::bf16: return makeHalf(type, op, n, div, rng);
-    case DataType::f32: return makeNative<float>(type, op, n, div, rng);
-    case DataType::f64: return makeNative<double>(type, op, n, div, rng);
+    case DataType::bf16:
+      return makeHalf(type, op, n, div, rng);
+    case DataType::f32:
+      return makeNative<float>(type, op, n, div, rng);
+    case DataType::f64:
+      return makeNative<double>(type, op, n, div, rng);
   }
   return {};
 }
@@ -134,7 +153,8 @@ void checkKernel(ReduceFn fn, const char* isa) {
     const size_t es = dataTypeSize(type);
     for (int o = 0; o < kNumRedOps; ++o) {
       const auto op = static_cast<RedOp>(o);
-      for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(33), size_t(1000)}) {
+      for (size_t n :
+           {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(33), size_t(1000)}) {
         for (int div : {0, 3}) {
           if (div && op != RedOp::avg) continue;
           CAPTURE(isa);
@@ -143,8 +163,8 @@ void checkKernel(ReduceFn fn, const char* isa) {
           CAPTURE(n);
           Case c = makeCase(type, op, n, div, rng);
           // Misalign every buffer by one element to exercise unaligned heads and tails.
-          std::vector<unsigned char> a(es + c.a.size()), b(es + c.b.size()), d(es * 2 + c.a.size(), 0xA5),
-              d2(es + c.a.size(), 0x5A);
+          std::vector<unsigned char> a(es + c.a.size()), b(es + c.b.size()),
+              d(es * 2 + c.a.size(), 0xA5), d2(es + c.a.size(), 0x5A);
           if (n) std::memcpy(a.data() + es, c.a.data(), c.a.size());
           if (n) std::memcpy(b.data() + es, c.b.data(), c.b.size());
           fn(type, op, d.data() + es, d2.data() + es, a.data() + es, b.data() + es, n, div);

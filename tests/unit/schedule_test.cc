@@ -21,7 +21,9 @@ std::vector<size_t> awkwardCounts(int n) {
   return c;
 }
 
-double value(int rank, size_t i) { return double((rank * 7 + i * 3) % 11 + 1); }
+double value(int rank, size_t i) {
+  return double((rank * 7 + i * 3) % 11 + 1);
+}
 
 double reduceAll(RedOp op, int n, size_t i) {
   double acc = value(0, i);
@@ -38,7 +40,9 @@ double reduceAll(RedOp op, int n, size_t i) {
 const double kPoison = -12345.0;
 
 // Tiny slots force many slices and rounds; large counts get larger slots to stay quick.
-size_t slotFor(size_t count) { return count > 100 ? 16 : 3; }
+size_t slotFor(size_t count) {
+  return count > 100 ? 16 : 3;
+}
 
 }  // namespace
 
@@ -143,7 +147,8 @@ TEST_CASE("ring broadcast: every n, count and root") {
 TEST_CASE("the fake network reports a deadlock instead of hanging") {
   // Both ranks receive first: nobody can ever send.
   FakeNetwork net(2, 4, 2);
-  std::vector<std::vector<double>> in(2, std::vector<double>(4, 1.0)), out(2, std::vector<double>(4));
+  std::vector<std::vector<double>> in(2, std::vector<double>(4, 1.0)),
+      out(2, std::vector<double>(4));
   CHECK_THROWS_AS(runFake(net, RedOp::sum, in, out, [](FakePrims& p, int) { p.recv(0, 4); }),
                   gyre::test::Deadlock);
 }

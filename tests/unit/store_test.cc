@@ -186,7 +186,9 @@ TEST_CASE("hostile clients lose their own connection; the server keeps serving")
     w.u8(uint8_t(store::Op::set)).str("k").str("v");
     CHECK(serverCloses(server, w.frame()));
   }
-  SUBCASE("unknown opcode") { CHECK(serverCloses(server, frame("\x63"), true)); }
+  SUBCASE("unknown opcode") {
+    CHECK(serverCloses(server, frame("\x63"), true));
+  }
   SUBCASE("a request after hello but before auth") {
     store::Writer w;
     w.u8(uint8_t(store::Op::set)).str("k").str("v");
@@ -198,7 +200,7 @@ TEST_CASE("hostile clients lose their own connection; the server keeps serving")
     CHECK(serverCloses(server, helloFrame("job", auth::randomNonce()) + w.frame()));
   }
   SUBCASE("string length past the end of the frame") {
-    std::string body = "\x02";                         // set
+    std::string body = "\x02";                          // set
     body += std::string("\x10\x00\x00\x00", 4) + "ab";  // key claims 16 bytes, has 2
     CHECK(serverCloses(server, frame(body), true));
   }

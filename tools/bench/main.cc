@@ -4,16 +4,16 @@
 // the slowest rank's; busbw per nccl-tests' PERFORMANCE.md).
 #include <sys/resource.h>
 
-#include <CLI/CLI.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cmath>
-#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -45,31 +45,46 @@ struct Options {
                gyreGetLastError(nullptr));
   std::exit(1);
 }
-#define CHECK(call)                          \
-  do {                                       \
-    gyreResult_t r_ = (call);                \
-    if (r_ != gyreSuccess) die(#call, r_);   \
+#define CHECK(call)                        \
+  do {                                     \
+    gyreResult_t r_ = (call);              \
+    if (r_ != gyreSuccess) die(#call, r_); \
   } while (0)
 
 size_t parseSize(const std::string& text) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
   switch (*end) {
-    case 'G': case 'g': v *= 1024.0;  [[fallthrough]];
-    case 'M': case 'm': v *= 1024.0;  [[fallthrough]];
-    case 'K': case 'k': v *= 1024.0; ++end; break;
-    default: break;
+    case 'G':
+    case 'g':
+      v *= 1024.0;
+      [[fallthrough]];
+    case 'M':
+    case 'm':
+      v *= 1024.0;
+      [[fallthrough]];
+    case 'K':
+    case 'k':
+      v *= 1024.0;
+      ++end;
+      break;
+    default:
+      break;
   }
-  if (*end != '\0' && !(*end == 'B' && end[1] == '\0')) throw CLI::ValidationError("bad size " + text);
+  if (*end != '\0' && !(*end == 'B' && end[1] == '\0'))
+    throw CLI::ValidationError("bad size " + text);
   return size_t(v);
 }
 
 double busFactor(Coll c, int n) {
   switch (c) {
-    case Coll::all_reduce: return 2.0 * (n - 1) / n;
+    case Coll::all_reduce:
+      return 2.0 * (n - 1) / n;
     case Coll::all_gather:
-    case Coll::reduce_scatter: return double(n - 1) / n;
-    case Coll::broadcast: return 1.0;
+    case Coll::reduce_scatter:
+      return double(n - 1) / n;
+    case Coll::broadcast:
+      return 1.0;
   }
   return 1.0;
 }
@@ -85,16 +100,22 @@ struct Run {
   size_t perRank(size_t bytes) const { return std::max<size_t>(1, bytes / es / n); }
   size_t sendCount(size_t bytes) const {
     switch (o.coll) {
-      case Coll::all_gather: return perRank(bytes);
-      case Coll::reduce_scatter: return perRank(bytes) * n;
-      default: return std::max<size_t>(1, bytes / es);
+      case Coll::all_gather:
+        return perRank(bytes);
+      case Coll::reduce_scatter:
+        return perRank(bytes) * n;
+      default:
+        return std::max<size_t>(1, bytes / es);
     }
   }
   size_t recvCount(size_t bytes) const {
     switch (o.coll) {
-      case Coll::all_gather: return perRank(bytes) * n;
-      case Coll::reduce_scatter: return perRank(bytes);
-      default: return std::max<size_t>(1, bytes / es);
+      case Coll::all_gather:
+        return perRank(bytes) * n;
+      case Coll::reduce_scatter:
+        return perRank(bytes);
+      default:
+        return std::max<size_t>(1, bytes / es);
     }
   }
 
@@ -116,10 +137,18 @@ struct Run {
     void* s = sendPtr(bytes);
     void* r = recvPtr(bytes);
     switch (o.coll) {
-      case Coll::all_reduce: CHECK(gyreAllReduce(s, r, recvCount(bytes), t, op, comm, nullptr)); break;
-      case Coll::all_gather: CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, nullptr)); break;
-      case Coll::reduce_scatter: CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, nullptr)); break;
-      case Coll::broadcast: CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, nullptr)); break;
+      case Coll::all_reduce:
+        CHECK(gyreAllReduce(s, r, recvCount(bytes), t, op, comm, nullptr));
+        break;
+      case Coll::all_gather:
+        CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, nullptr));
+        break;
+      case Coll::reduce_scatter:
+        CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, nullptr));
+        break;
+      case Coll::broadcast:
+        CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, nullptr));
+        break;
     }
   }
 
@@ -130,14 +159,16 @@ struct Run {
     const bool reduces = o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter;
     const RedOp valueOp = reduces ? o.op : RedOp::max;
     const size_t period = gyre::bench::patternPeriod(valueOp, n);
-    std::memset(recv.data(), 0xA5, recvCount(bytes) * es * (o.inPlace && o.coll == Coll::reduce_scatter ? n : 1));
+    std::memset(recv.data(), 0xA5,
+                recvCount(bytes) * es * (o.inPlace && o.coll == Coll::reduce_scatter ? n : 1));
     fillPeriodic(o.type, sendPtr(bytes), sendCount(bytes), period,
                  [&](size_t i) { return patternValue(valueOp, rank, n, i); });
     if (!withExpected) return;
     const size_t rc = recvCount(bytes), per = perRank(bytes);
     switch (o.coll) {
       case Coll::all_reduce:
-        fillPeriodic(o.type, expected.data(), rc, period, [&](size_t i) { return reducedValue(o.op, n, i); });
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return reducedValue(o.op, n, i); });
         break;
       case Coll::all_gather:
         for (int r = 0; r < n; ++r) {
@@ -147,10 +178,12 @@ struct Run {
         break;
       case Coll::reduce_scatter:
         // Offsets start at rank * rc, which need not be a multiple of the period.
-        for (size_t i = 0; i < rc; ++i) storeValue(o.type, expected.data(), i, reducedValue(o.op, n, size_t(rank) * rc + i));
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i, reducedValue(o.op, n, size_t(rank) * rc + i));
         break;
       case Coll::broadcast:
-        fillPeriodic(o.type, expected.data(), rc, period, [&](size_t i) { return patternValue(RedOp::max, o.root, n, i); });
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return patternValue(RedOp::max, o.root, n, i); });
         break;
     }
   }
@@ -202,7 +235,8 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
     // Round parameters: coll, type, op, root, in place, log-uniform bytes; -1 = stop.
     int64_t p[7] = {0, 0, 0, 0, 0, 0, 0};
     if (rank == 0) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       p[0] = elapsed >= seconds ? -1 : int64_t(rng() % 4);
       p[1] = int64_t(rng() % gyre::kNumDataTypes);
       p[2] = int64_t(rng() % gyre::kNumRedOps);
@@ -223,9 +257,11 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
     run.once(bytes);
     const size_t bad = run.wrong(bytes);
     if (bad && wrong < 1000) {
-      std::fprintf(stderr, "rank %d: soak round %llu: %zu wrong elements (%d, %s, %s, root %d, %s, %zu bytes)\n",
-                   rank, (unsigned long long)rounds, bad, int(o.coll), gyre::dataTypeName(o.type),
-                   gyre::redOpName(o.op), o.root, o.inPlace ? "in place" : "out of place", bytes);
+      std::fprintf(
+          stderr,
+          "rank %d: soak round %llu: %zu wrong elements (%d, %s, %s, root %d, %s, %zu bytes)\n",
+          rank, (unsigned long long)rounds, bad, int(o.coll), gyre::dataTypeName(o.type),
+          gyre::redOpName(o.op), o.root, o.inPlace ? "in place" : "out of place", bytes);
     }
     wrong += bad;
     if (++rounds == 1) rssStart = residentMiB();
@@ -234,10 +270,10 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
   const double rssEnd = run.maxOverRanks(residentMiB());
   rssStart = run.maxOverRanks(rssStart);
   if (rank == 0) {
-    std::printf("soak: %.0f s, %llu random collectives on %d ranks, %llu wrong elements, RSS of "
-                "the largest rank %.1f MiB after the first round, %.1f MiB at the end\n",
-                seconds, (unsigned long long)rounds, n, (unsigned long long)totalWrong, rssStart,
-                rssEnd);
+    std::printf(
+        "soak: %.0f s, %llu random collectives on %d ranks, %llu wrong elements, RSS of "
+        "the largest rank %.1f MiB after the first round, %.1f MiB at the end\n",
+        seconds, (unsigned long long)rounds, n, (unsigned long long)totalWrong, rssStart, rssEnd);
   }
   return totalWrong == 0 ? 0 : 1;
 }
@@ -251,19 +287,24 @@ int main(int argc, char** argv) {
                                     {"all_gather", Coll::all_gather},
                                     {"reduce_scatter", Coll::reduce_scatter},
                                     {"broadcast", Coll::broadcast}};
-  std::map<std::string, DataType> types{
-      {"int8", DataType::i8},   {"uint8", DataType::u8},   {"int32", DataType::i32},
-      {"uint32", DataType::u32}, {"int64", DataType::i64}, {"uint64", DataType::u64},
-      {"half", DataType::f16},  {"bfloat16", DataType::bf16}, {"float", DataType::f32},
-      {"double", DataType::f64}};
-  std::map<std::string, RedOp> ops{{"sum", RedOp::sum}, {"prod", RedOp::prod}, {"min", RedOp::min},
-                                   {"max", RedOp::max}, {"avg", RedOp::avg}};
+  std::map<std::string, DataType> types{{"int8", DataType::i8},   {"uint8", DataType::u8},
+                                        {"int32", DataType::i32}, {"uint32", DataType::u32},
+                                        {"int64", DataType::i64}, {"uint64", DataType::u64},
+                                        {"half", DataType::f16},  {"bfloat16", DataType::bf16},
+                                        {"float", DataType::f32}, {"double", DataType::f64}};
+  std::map<std::string, RedOp> ops{{"sum", RedOp::sum},
+                                   {"prod", RedOp::prod},
+                                   {"min", RedOp::min},
+                                   {"max", RedOp::max},
+                                   {"avg", RedOp::avg}};
   std::string minText = "8", maxText = "256M";
   app.add_option("collective", o.coll, "all_reduce | all_gather | reduce_scatter | broadcast")
       ->transform(CLI::CheckedTransformer(colls));
-  app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")->capture_default_str();
+  app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")
+      ->capture_default_str();
   app.add_option("-e,--maxbytes", maxText, "largest size")->capture_default_str();
-  app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")->capture_default_str();
+  app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")
+      ->capture_default_str();
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str();
   app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first")->capture_default_str();
   app.add_option("-c,--check", o.check, "verify results (0/1)")->capture_default_str();
@@ -332,7 +373,9 @@ int main(int argc, char** argv) {
     run.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i) run.once(bytes);
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        o.iters;
     const double time = run.maxOverRanks(us);
     uint64_t wrong = 0;
     if (o.check) {
@@ -341,7 +384,7 @@ int main(int argc, char** argv) {
       run.once(bytes);
       wrong = run.sumOverRanks(run.wrong(bytes));
     }
-    const size_t shownCount = o.coll == Coll::all_gather ? run.recvCount(bytes)
+    const size_t shownCount = o.coll == Coll::all_gather       ? run.recvCount(bytes)
                               : o.coll == Coll::reduce_scatter ? run.sendCount(bytes)
                                                                : run.recvCount(bytes);
     const size_t shownBytes = shownCount * run.es;

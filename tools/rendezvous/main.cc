@@ -1,8 +1,8 @@
 // gyre-rendezvous: the standalone rendezvous server for jobs spanning several machines.
 #include <CLI/CLI.hpp>
+#include <asio/ip/address.hpp>
 #include <csignal>
 #include <cstdio>
-#include <asio/ip/address.hpp>
 #include <iostream>
 
 #include "runtime/status.h"
@@ -17,8 +17,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-clients", options.maxClients, "connections served at once")
       ->capture_default_str();
   app.add_option("--max-keys", options.maxKeysPerJob, "keys per job")->capture_default_str();
-  app.add_option("--secret", options.secret,
-                 "job secret clients must prove (default: GYRE_SECRET; every job served shares it)");
+  app.add_option(
+      "--secret", options.secret,
+      "job secret clients must prove (default: GYRE_SECRET; every job served shares it)");
   CLI11_PARSE(app, argc, argv);
   if (options.secret.empty()) {
     const char* env = std::getenv("GYRE_SECRET");
@@ -36,8 +37,9 @@ int main(int argc, char** argv) {
     server.start();
     const auto address = asio::ip::make_address(server.host());
     if (options.secret.empty() && !address.is_loopback()) {
-      std::fprintf(stderr, "gyre-rendezvous: warning: listening on %s without a secret: anyone "
-                           "who can reach it can read and write every job's keys (use --secret)\n",
+      std::fprintf(stderr,
+                   "gyre-rendezvous: warning: listening on %s without a secret: anyone "
+                   "who can reach it can read and write every job's keys (use --secret)\n",
                    server.address().c_str());
     }
     std::printf("gyre-rendezvous listening on %s\n", server.address().c_str());

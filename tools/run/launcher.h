@@ -14,7 +14,7 @@ struct LaunchOptions {
   int nodeRank = 0;
   std::string rendezvous;  // host:port; the launcher passes it to every rank
   std::string jobId;
-  std::string secret;  // passed to every rank as GYRE_SECRET
+  std::string secret;                     // passed to every rank as GYRE_SECRET
   std::chrono::milliseconds grace{3000};  // after a failure, before SIGTERM, then SIGKILL
   bool prefixOutput = true;
   std::vector<std::string> command;

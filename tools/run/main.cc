@@ -10,7 +10,6 @@
 #include "runtime/store/server.h"
 #include "tools/run/launcher.h"
 
-
 int main(int argc, char** argv) {
   gyre::run::blockLauncherSignals();  // before the rendezvous thread starts
   CLI::App app{"gyre-run: start the ranks of a gyre job on this machine"};
@@ -25,8 +24,9 @@ int main(int argc, char** argv) {
                  "single machine only)");
   app.add_option("--nnodes", o.nnodes, "machines in the job")->check(CLI::Range(1, 1 << 20));
   app.add_option("--node-rank", o.nodeRank, "this machine's index in [0, nnodes)");
-  app.add_option("--job", o.jobId, "job id shared by all machines (default: random, or "
-                                   "GYRE_JOB_ID)");
+  app.add_option("--job", o.jobId,
+                 "job id shared by all machines (default: random, or "
+                 "GYRE_JOB_ID)");
   app.add_option("--secret", o.secret,
                  "job secret shared by every machine and the rendezvous (default: GYRE_SECRET, "
                  "else random for a single machine)");
@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
     } else if (o.nnodes == 1 && o.rendezvous.empty()) {
       o.secret = gyre::auth::randomHex(16);
     } else {
-      std::fprintf(stderr, "gyre-run: warning: no --secret or GYRE_SECRET: connections of this "
-                           "job are not authenticated\n");
+      std::fprintf(stderr,
+                   "gyre-run: warning: no --secret or GYRE_SECRET: connections of this "
+                   "job are not authenticated\n");
     }
   }
 

@@ -1,17 +1,17 @@
 #include "transport/tcp/tcp_connection.h"
 
-#include <asio/write.hpp>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <asio/write.hpp>
 
 #include <cstring>
 #include <span>
 
 namespace gyre {
 
-TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank,
-                             int peer, int channel, const LinkConfig& config)
+TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank, int peer,
+                             int channel, const LinkConfig& config)
     : Connection(peer, channel),
       loop_(loop),
       selfRank_(selfRank),
@@ -25,7 +25,9 @@ TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int 
   initRing(recvRing_, recv_, config);
 }
 
-TcpConnection::~TcpConnection() { ::close(fd_); }
+TcpConnection::~TcpConnection() {
+  ::close(fd_);
+}
 
 void TcpConnection::initRing(Ring& ring, Link& link, const LinkConfig& config) {
   ring.metas.resize(config.nSlots);
@@ -275,8 +277,8 @@ void TcpConnection::fail(Status status) {
   }
   failed_.store(true, std::memory_order_seq_cst);
   ::shutdown(fd_, SHUT_RDWR);
-  for (auto* word : {&sendRing_.counters.head, &sendRing_.counters.tail,
-                     &recvRing_.counters.head, &recvRing_.counters.tail}) {
+  for (auto* word : {&sendRing_.counters.head, &sendRing_.counters.tail, &recvRing_.counters.head,
+                     &recvRing_.counters.tail}) {
     notifyAll(*word);
   }
 }

@@ -15,9 +15,9 @@
 // reaches a reused descriptor.
 #pragma once
 
+#include <array>
 #include <asio/ip/tcp.hpp>
 #include <asio/posix/stream_descriptor.hpp>
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -32,8 +32,8 @@ namespace gyre {
 
 class TcpConnection : public Connection, public std::enable_shared_from_this<TcpConnection> {
  public:
-  TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank, int peer,
-                int channel, const LinkConfig& config);
+  TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank, int peer, int channel,
+                const LinkConfig& config);
   ~TcpConnection() override;
 
   void sendPublished() override;

@@ -90,27 +90,27 @@ void TcpTransport::armHandshakeTimer(const std::shared_ptr<Pending>& pending) {
 
 void TcpTransport::readHelloOnLoop(std::shared_ptr<Pending> pending) {
   armHandshakeTimer(pending);
-  asio::async_read(
-      pending->socket, asio::buffer(&pending->hello, sizeof(wire::Hello)),
-      [this, pending](const asio::error_code& ec, size_t) {
-        pending->timer.cancel();
-        const std::string who = "rank " + std::to_string(config_.rank) +
-                                ": refused a data connection from " + pending->remote + ": ";
-        if (ec) {
-          GYRE_LOG(warn, who + "no complete handshake (" + ec.message() + ")");
-          return;
-        }
-        const std::string why =
-            wire::checkHello(pending->hello, config_.jobId, config_.rank, config_.nranks,
-                            config_.nSlots, uint32_t(config_.slotBytes));
-        if (!why.empty()) {
-          GYRE_LOG(warn, who + why);
-          asio::error_code ignored;
-          pending->socket.close(ignored);
-          return;
-        }
-        sendChallengeOnLoop(pending);
-      });
+  asio::async_read(pending->socket, asio::buffer(&pending->hello, sizeof(wire::Hello)),
+                   [this, pending](const asio::error_code& ec, size_t) {
+                     pending->timer.cancel();
+                     const std::string who = "rank " + std::to_string(config_.rank) +
+                                             ": refused a data connection from " + pending->remote +
+                                             ": ";
+                     if (ec) {
+                       GYRE_LOG(warn, who + "no complete handshake (" + ec.message() + ")");
+                       return;
+                     }
+                     const std::string why = wire::checkHello(
+                         pending->hello, config_.jobId, config_.rank, config_.nranks,
+                         config_.nSlots, uint32_t(config_.slotBytes));
+                     if (!why.empty()) {
+                       GYRE_LOG(warn, who + why);
+                       asio::error_code ignored;
+                       pending->socket.close(ignored);
+                       return;
+                     }
+                     sendChallengeOnLoop(pending);
+                   });
 }
 
 void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
@@ -139,10 +139,9 @@ void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
               }
               auth::Mac given;
               std::memcpy(given.data(), pending->proof.mac, given.size());
-              const auto expected =
-                  auth::mac(config_.secret, "gyre-connect",
-                            wire::bytesOf(&pending->hello, sizeof(wire::Hello)),
-                            wire::bytesOf(pending->challenge.nonce, 16));
+              const auto expected = auth::mac(config_.secret, "gyre-connect",
+                                              wire::bytesOf(&pending->hello, sizeof(wire::Hello)),
+                                              wire::bytesOf(pending->challenge.nonce, 16));
               if (std::memcmp(pending->proof.magic, wire::kProofMagic, 4) != 0 ||
                   !auth::equal(given, expected)) {
                 GYRE_LOG(warn, who + "authentication failed (a different GYRE_SECRET?)");
@@ -214,8 +213,9 @@ void answerChallengeOnLoop(std::shared_ptr<Dial> d) {
   asio::async_write(d->socket, asio::buffer(&d->proof, sizeof d->proof),
                     [d](const asio::error_code& wec, size_t) {
                       if (wec) return d->finish(wec);
-                      asio::async_read(d->socket, asio::buffer(&d->ack, sizeof d->ack),
-                                       [d](const asio::error_code& rec, size_t) { d->finish(rec); });
+                      asio::async_read(
+                          d->socket, asio::buffer(&d->ack, sizeof d->ack),
+                          [d](const asio::error_code& rec, size_t) { d->finish(rec); });
                     });
 }
 
@@ -236,7 +236,8 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
     asio::async_write(d->socket, asio::buffer(&d->hello, sizeof d->hello),
                       [d](const asio::error_code& wec, size_t) {
                         if (wec) return d->finish(wec);
-                        asio::async_read(d->socket, asio::buffer(&d->challenge, sizeof d->challenge),
+                        asio::async_read(d->socket,
+                                         asio::buffer(&d->challenge, sizeof d->challenge),
                                          [d](const asio::error_code& rec, size_t) {
                                            if (rec) return d->finish(rec);
                                            answerChallengeOnLoop(d);
@@ -286,8 +287,9 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   }
   ec = result.get();
   if (!d->acceptorProved) {
-    fail(Code::invalid_usage, who + ": the peer could not prove the job secret (is GYRE_SECRET "
-                                    "the same on every rank?)");
+    fail(Code::invalid_usage, who +
+                                  ": the peer could not prove the job secret (is GYRE_SECRET "
+                                  "the same on every rank?)");
   }
   if (ec == asio::error::eof) {
     fail(Code::remote_error, who + ": the peer refused the handshake (see its log)");
@@ -296,8 +298,8 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   if (std::memcmp(d->ack.magic, wire::kAckMagic, 4) != 0 || d->ack.status != 0) {
     fail(Code::remote_error, who + ": bad handshake reply");
   }
-  auto conn = std::make_shared<TcpConnection>(loop_, std::move(d->socket), config_.rank,
-                                              peer.rank, channel, config_);
+  auto conn = std::make_shared<TcpConnection>(loop_, std::move(d->socket), config_.rank, peer.rank,
+                                              channel, config_);
 
   return conn;
 }

@@ -36,8 +36,7 @@ class TcpTransport : public Transport {
   void armHandshakeTimer(const std::shared_ptr<Pending>& pending);
   void readHelloOnLoop(std::shared_ptr<Pending> pending);
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
-  std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel,
-                                   Clock::time_point deadline);
+  std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel, Clock::time_point deadline);
   std::shared_ptr<Connection> awaitAccepted(const PeerInfo& peer, int channel,
                                             Clock::time_point deadline);
 
