@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config  # toolchain
   libasio-dev libcli11-dev libssl-dev           # standalone Asio, command lines, HMAC/random
   doctest-dev                                   # tests
-  clang libclang-rt-14-dev                      # libFuzzer targets
+  clang libclang-rt-14-dev clang-format         # libFuzzer targets, format check
   procps                                        # pgrep, used by the process tests
 )
 missing=()

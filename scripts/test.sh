@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 jobs=$(nproc)
 
+echo "=== format check (.clang-format)"
+git ls-files '*.h' '*.hpp' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
+
 echo "=== release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"
