@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gyre/types.h"
+#include "tests/harness/ref_op.h"
 
 namespace gyre::test {
 
@@ -124,20 +125,7 @@ class FakePrims {
  private:
   enum : unsigned { kRecv = 1, kIn = 2, kOut = 4, kSend = 8 };
 
-  double reduce(double a, double b) const {
-    switch (op_) {
-      case RedOp::sum:
-      case RedOp::avg:
-        return a + b;
-      case RedOp::prod:
-        return a * b;
-      case RedOp::min:
-        return std::min(a, b);
-      case RedOp::max:
-        return std::max(a, b);
-    }
-    return 0;
-  }
+  double reduce(double a, double b) const { return refOp(op_, a, b); }
 
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool fin) {
     ++calls;

@@ -10,6 +10,7 @@
 
 #include "gyre/types.h"
 #include "kernels/cpu/half.h"
+#include "tests/harness/ref_op.h"
 
 namespace gyre::test {
 
@@ -59,7 +60,7 @@ struct Data {
     if (only >= 0) return input(buf, idx, only, i);
     if (isFloating(type)) {
       double acc = small(0, i);
-      for (int r = 1; r < n; ++r) acc = fold(acc, small(r, i));
+      for (int r = 1; r < n; ++r) acc = refOp(op, acc, small(r, i));
       return storeFloat(buf, idx, op == RedOp::avg ? acc / n : acc);
     }
     switch (type) {
@@ -82,41 +83,11 @@ struct Data {
 
  private:
   template <class T>
-  T foldOne(T a, T b) const {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case RedOp::sum:
-      case RedOp::avg:
-        return T(U(a) + U(b));
-      case RedOp::prod:
-        return T(U(a) * U(b));
-      case RedOp::min:
-        return std::min(a, b);
-      case RedOp::max:
-        return std::max(a, b);
-    }
-    return a;
-  }
-  template <class T>
   void foldInt(void* buf, size_t idx, size_t i) const {
     T acc = T(bits(0, i));
-    for (int r = 1; r < n; ++r) acc = foldOne(acc, T(bits(r, i)));
+    for (int r = 1; r < n; ++r) acc = refOp(op, acc, T(bits(r, i)));
     if (op == RedOp::avg) acc = T(acc / T(n));
     static_cast<T*>(buf)[idx] = acc;
-  }
-  double fold(double a, double b) const {
-    switch (op) {
-      case RedOp::sum:
-      case RedOp::avg:
-        return a + b;
-      case RedOp::prod:
-        return a * b;
-      case RedOp::min:
-        return std::min(a, b);
-      case RedOp::max:
-        return std::max(a, b);
-    }
-    return a;
   }
   void storeFloat(void* buf, size_t idx, double v) const {
     switch (type) {

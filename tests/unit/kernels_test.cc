@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
+#include "tests/harness/ref_op.h"
 
 namespace gyre::cpu {
 namespace generic {
@@ -22,6 +23,7 @@ void reduceEntry(DataType, RedOp, void*, void*, const void*, const void*, size_t
 }  // namespace gyre::cpu
 
 using namespace gyre;
+using gyre::test::refOp;
 using ReduceFn = void (*)(DataType, RedOp, void*, void*, const void*, const void*, size_t, int);
 
 namespace {
@@ -37,37 +39,6 @@ __attribute__((target("f16c"))) uint16_t hardwareHalf(float f) {
 }
 __attribute__((target("f16c"))) float hardwareHalfToFloat(uint16_t h) {
   return _cvtsh_ss(h);
-}
-
-template <class T>
-T refOp(RedOp op, T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case RedOp::sum:
-      case RedOp::avg:
-        return T(U(a) + U(b));
-      case RedOp::prod:
-        return T(U(a) * U(b));
-      case RedOp::min:
-        return b < a ? b : a;
-      case RedOp::max:
-        return a < b ? b : a;
-    }
-  } else {
-    switch (op) {
-      case RedOp::sum:
-      case RedOp::avg:
-        return a + b;
-      case RedOp::prod:
-        return a * b;
-      case RedOp::min:
-        return b < a ? b : a;
-      case RedOp::max:
-        return a < b ? b : a;
-    }
-  }
-  return T();
 }
 
 // Random inputs of storage type S and the expected result, per data type.
