@@ -48,7 +48,8 @@ inline uint16_t floatToHalf(float f) {
   const uint32_t u = floatToBits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t absu = u & 0x7fffffffu;
-  if (absu > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  // NaN: quiet, keeping the top payload bits, as the F16C instruction does.
+  if (absu > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((absu >> 13) & 0x3ffu));
   if (absu >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
   if (absu < 0x38800000u) {
     // Result is subnormal or zero: round abs(f) * 2^24 to nearest even integer.

@@ -9,7 +9,7 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 
-#if defined(__F16C__) && defined(__AVX__)
+#if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -111,6 +111,43 @@ void loopHalf(uint16_t* __restrict d, uint16_t* __restrict d2, const uint16_t* _
         v = _mm256_max_ps(y, x);
       if constexpr (kDivide) v = _mm256_div_ps(v, vdiv);
       __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+      if (d2) _mm_storeu_si128(reinterpret_cast<__m128i*>(d2 + i), h);
+    }
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<Cvt, Bf16>) {
+    const __m256 vdiv = _mm256_set1_ps(div);
+    for (; i + 8 <= n; i += 8) {
+      // bf16 -> float: the 16 bits become the high half of the float.
+      const __m256i xa =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
+      const __m256i xb =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+      const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(xa, 16));
+      const __m256 y = _mm256_castsi256_ps(_mm256_slli_epi32(xb, 16));
+      __m256 v;
+      if constexpr (std::is_same_v<Op, Sum>)
+        v = _mm256_add_ps(x, y);
+      else if constexpr (std::is_same_v<Op, Prod>)
+        v = _mm256_mul_ps(x, y);
+      else if constexpr (std::is_same_v<Op, Min>)
+        v = _mm256_min_ps(y, x);
+      else
+        v = _mm256_max_ps(y, x);
+      if constexpr (kDivide) v = _mm256_div_ps(v, vdiv);
+      // float -> bf16, round to nearest even; NaN stays a quiet NaN (as floatToBf16).
+      const __m256i u = _mm256_castps_si256(v);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i rounded = _mm256_srli_epi32(
+          _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+      const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+      const __m256i isNan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      const __m256i h32 = _mm256_blendv_epi8(rounded, quiet, isNan);
+      // Pack the eight 32-bit results (each < 65536) into eight 16-bit ones, in order.
+      const __m128i h =
+          _mm_packus_epi32(_mm256_castsi256_si128(h32), _mm256_extracti128_si256(h32, 1));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
       if (d2) _mm_storeu_si128(reinterpret_cast<__m128i*>(d2 + i), h);
     }
