@@ -65,6 +65,7 @@ struct Communicator::Impl {
   mutable std::mutex poisonMutex;
   Status poison;
 
+  ~Impl();
   std::string who() const { return "rank " + std::to_string(config.rank); }
 
   void init();
@@ -259,10 +260,17 @@ Communicator::~Communicator() {
       if (!s.ok()) GYRE_LOG(warn, "destroy: " + s.message);
     }
   }
-  if (d.tcp) d.tcp->shutdown();
-  for (auto& [key, conn] : d.connections) conn->close();
-  if (d.loop) d.loop->stop();
-  d.connections.clear();
+  // The rest is ~Impl's, which also runs when create() fails half way.
+}
+
+// Stops the event loop before the transport and connections it serves are destroyed: the
+// members alone would be destroyed in the wrong order for that.
+Communicator::Impl::~Impl() {
+  board.reset();
+  if (tcp) tcp->shutdown();
+  for (auto& [key, conn] : connections) conn->close();
+  if (loop) loop->stop();
+  connections.clear();
 }
 
 int Communicator::rank() const {
