@@ -11,6 +11,9 @@
 
 namespace gyre::algo {
 
+// A binomial tree of 65536 ranks has 16 children at its root.
+constexpr int kMaxTreeChildren = 16;
+
 GYRE_HD inline size_t divUp(size_t a, size_t b) {
   return (a + b - 1) / b;
 }

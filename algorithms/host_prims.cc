@@ -7,22 +7,29 @@
 
 namespace gyre {
 
-HostPrims::HostPrims(const OpContext& ctx, Connection* recvFrom, Connection* sendTo,
-                     const void* input, void* output)
+HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void* input,
+                     void* output)
     : ctx_(ctx),
-      recvFrom_(recvFrom),
-      sendTo_(sendTo),
+      connectionTo_(std::move(connectionTo)),
       input_(static_cast<const std::byte*>(input)),
       output_(static_cast<std::byte*>(output)),
-      elemSize_(dataTypeSize(ctx.desc.dtype)) {
-  size_t slotBytes = SIZE_MAX;
-  if (recvFrom_) {
-    slotBytes = std::min(slotBytes, recvFrom_->recvLink().slotBytes);
-    recvHead_ = recvFrom_->recvLink().counters->head.value.load(std::memory_order_relaxed);
+      elemSize_(dataTypeSize(ctx.desc.dtype)) {}
+
+void HostPrims::setPeers(const int* recvPeers, int nRecv, const int* sendPeers, int nSend) {
+  if (nRecv < 0 || nRecv > kMaxPeers || nSend < 0 || nSend > kMaxPeers) {
+    fail(Code::internal, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                             ": an algorithm named too many peers");
   }
-  if (sendTo_) {
-    slotBytes = std::min(slotBytes, sendTo_->sendLink().slotBytes);
-    sendTail_ = sendTo_->sendLink().counters->tail.value.load(std::memory_order_relaxed);
+  size_t slotBytes = SIZE_MAX;
+  nRecv_ = nRecv;
+  nSend_ = nSend;
+  for (int i = 0; i < nRecv; ++i) {
+    recvFrom_[i] = &connectionTo_(recvPeers[i]);
+    slotBytes = std::min(slotBytes, recvFrom_[i]->recvLink().slotBytes);
+  }
+  for (int i = 0; i < nSend; ++i) {
+    sendTo_[i] = &connectionTo_(sendPeers[i]);
+    slotBytes = std::min(slotBytes, sendTo_[i]->sendLink().slotBytes);
   }
   sliceElems_ = std::max<size_t>(1, slotBytes == SIZE_MAX ? SIZE_MAX / 2 : slotBytes / elemSize_);
 }
@@ -31,72 +38,98 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
   const DataType type = ctx_.desc.dtype;
   const RedOp op = ctx_.desc.op;
   const int divisor = (final && op == RedOp::avg) ? ctx_.nranks : 0;
+  const int nRecv = (what & kRecv) ? nRecv_ : 0;
+  const int nSend = (what & kSend) ? nSend_ : 0;
+  if (((what & kRecv) && nRecv == 0) || ((what & kSend) && nSend == 0) ||
+      (nRecv > 1 && !(what & kInput))) {
+    fail(Code::internal, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                             ": a primitive does not fit the peers the algorithm set");
+  }
+  const std::byte* received[kMaxPeers];
+  std::byte* slots[kMaxPeers];
   for (size_t done = 0; done < n; done += sliceElems_) {
     const size_t k = std::min(sliceElems_, n - done);
     const uint32_t bytes = uint32_t(k * elemSize_);
     const std::byte* in = (what & kInput) ? input_ + (inOff + done) * elemSize_ : nullptr;
     std::byte* out = (what & kOutput) ? output_ + (outOff + done) * elemSize_ : nullptr;
-    const std::byte* received = (what & kRecv) ? waitRecv(bytes) : nullptr;
-    std::byte* slot = (what & kSend) ? waitSend() : nullptr;
-    // The first destination is the output when there is one, else the send slot.
-    void* dst = out ? static_cast<void*>(out) : static_cast<void*>(slot);
-    void* dst2 = out ? static_cast<void*>(slot) : nullptr;
-    if (received && in) {
-      cpu::reduce(type, op, dst, dst2, in, received, k, divisor);
+    for (int i = 0; i < nRecv; ++i) received[i] = waitRecv(*recvFrom_[i], bytes);
+    for (int i = 0; i < nSend; ++i) slots[i] = waitSend(*sendTo_[i]);
+    // The first destination is the output when there is one, else the first send slot; the
+    // kernels write a second one in the same pass, and further ones are copied from the first.
+    std::byte* dst = out ? out : slots[0];
+    std::byte* dst2 = out ? (nSend ? slots[0] : nullptr) : (nSend > 1 ? slots[1] : nullptr);
+    if (nRecv && in) {
+      const std::byte* acc = in;
+      for (int i = 0; i < nRecv; ++i) {
+        const bool last = i == nRecv - 1;
+        cpu::reduce(type, op, dst, last ? dst2 : nullptr, acc, received[i], k, last ? divisor : 0);
+        acc = dst;
+      }
     } else {
-      cpu::copy(dst, dst2, received ? received : in, bytes);
+      cpu::copy(dst, dst2, nRecv ? received[0] : in, bytes);
     }
-    if (received) releaseRecv();
-    if (slot) publishSend(bytes);
+    for (int i = out ? 1 : 2; i < nSend; ++i) cpu::copy(slots[i], nullptr, dst, bytes);
+    for (int i = 0; i < nRecv; ++i) releaseRecv(*recvFrom_[i]);
+    for (int i = 0; i < nSend; ++i) publishSend(*sendTo_[i], bytes);
   }
 }
 
 void HostPrims::sendMarker() {
-  waitSend();
-  publishSend(0);
+  for (int i = 0; i < nSend_; ++i) {
+    waitSend(*sendTo_[i]);
+    publishSend(*sendTo_[i], 0);
+  }
 }
 
 void HostPrims::recvMarker() {
-  waitRecv(0);
-  releaseRecv();
+  for (int i = 0; i < nRecv_; ++i) {
+    waitRecv(*recvFrom_[i], 0);
+    releaseRecv(*recvFrom_[i]);
+  }
 }
 
-void HostPrims::releaseRecv() {
-  Link& link = recvFrom_->recvLink();
-  link.counters->head.value.store(++recvHead_, std::memory_order_seq_cst);
+// The consumer's head of a recv link and the producer's tail of a send link are written by
+// this side only, so the counters themselves are the positions.
+void HostPrims::releaseRecv(Connection& from) {
+  Link& link = from.recvLink();
+  const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
+  link.counters->head.value.store(head + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->head);
 }
 
-void HostPrims::publishSend(uint32_t bytes) {
-  Link& link = sendTo_->sendLink();
-  SlotMeta& meta = link.meta(sendTail_);
+void HostPrims::publishSend(Connection& to, uint32_t bytes) {
+  Link& link = to.sendLink();
+  const uint32_t tail = link.counters->tail.value.load(std::memory_order_relaxed);
+  SlotMeta& meta = link.meta(tail);
   meta.bytes = bytes;
   meta.setOp(ctx_.desc);
-  link.counters->tail.value.store(++sendTail_, std::memory_order_seq_cst);
+  link.counters->tail.value.store(tail + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->tail);
-  sendTo_->sendPublished();
+  to.sendPublished();
 }
 
-const std::byte* HostPrims::waitRecv(uint32_t bytes) {
-  Link& link = recvFrom_->recvLink();
+const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes) {
+  Link& link = from.recvLink();
   auto& tail = link.counters->tail;
-  waitUntil([&] { return tail.value.load(std::memory_order_acquire) != recvHead_; },
-            [&](Clock::time_point until) { recvFrom_->awaitRecv(until); }, *recvFrom_, "data from");
-  const SlotMeta& meta = link.meta(recvHead_);
-  if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(meta, bytes);
-  return link.slot(recvHead_);
+  const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
+  waitUntil([&] { return tail.value.load(std::memory_order_acquire) != head; },
+            [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
+  const SlotMeta& meta = link.meta(head);
+  if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(from, meta, bytes);
+  return link.slot(head);
 }
 
-std::byte* HostPrims::waitSend() {
-  Link& link = sendTo_->sendLink();
+std::byte* HostPrims::waitSend(Connection& to) {
+  Link& link = to.sendLink();
   auto& head = link.counters->head;
-  waitUntil([&] { return sendTail_ - head.value.load(std::memory_order_acquire) < link.nSlots; },
+  const uint32_t tail = link.counters->tail.value.load(std::memory_order_relaxed);
+  waitUntil([&] { return tail - head.value.load(std::memory_order_acquire) < link.nSlots; },
             [&](Clock::time_point until) {
               const uint32_t observed = head.value.load(std::memory_order_seq_cst);
-              if (sendTail_ - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
+              if (tail - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
             },
-            *sendTo_, "buffer space at");
-  return link.slot(sendTail_);
+            to, "buffer space at");
+  return link.slot(tail);
 }
 
 template <class Ready, class Await>
@@ -137,9 +170,9 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
   }
 }
 
-void HostPrims::mismatch(const SlotMeta& meta, uint32_t expectedBytes) {
+void HostPrims::mismatch(const Connection& from, const SlotMeta& meta, uint32_t expectedBytes) {
   std::string message = "rank " + std::to_string(ctx_.rank) + ": ranks disagree: this rank is in " +
-                        describeOp(ctx_.desc) + " but rank " + std::to_string(recvFrom_->peer()) +
+                        describeOp(ctx_.desc) + " but rank " + std::to_string(from.peer()) +
                         " sent data for " + describeOp(meta);
   if (meta.sameOp(ctx_.desc)) {
     message += " in a " + std::to_string(meta.bytes) + "-byte piece where " +

@@ -1,10 +1,12 @@
 // The host executor of the primitives: runs on the calling thread, reduces with the CPU
 // kernels, and waits on link counters with the operation's deadline. One HostPrims serves
-// one operation on one channel: it receives from `recvFrom` and sends to `sendTo`.
+// one operation on one channel; setPeers() names the ranks the next calls receive from and
+// send to, and `connectionTo` turns a rank into this channel's connection.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 
 #include "transport/link.h"
 
@@ -22,11 +24,18 @@ struct OpContext {
 
 class HostPrims {
  public:
-  HostPrims(const OpContext& ctx, Connection* recvFrom, Connection* sendTo, const void* input,
-            void* output);
+  static constexpr int kMaxPeers = 16;  // per direction: a binomial tree of 65536 ranks
+  using ConnectionTo = std::function<Connection&(int peer)>;
+
+  HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void* input, void* output);
+
+  void setPeers(const int* recvPeers, int nRecv, const int* sendPeers, int nSend);
+  // From now on input offsets address the output buffer (algorithms that accumulate there).
+  void useOutputAsInput() { input_ = output_; }
 
   void send(size_t inOff, size_t n) { run(kInput | kSend, inOff, 0, n, false); }
   void recv(size_t outOff, size_t n) { run(kRecv | kOutput, 0, outOff, n, false); }
+  void recvSend(size_t n) { run(kRecv | kSend, 0, 0, n, false); }
   void copySend(size_t inOff, size_t outOff, size_t n) {
     run(kInput | kOutput | kSend, inOff, outOff, n, false);
   }
@@ -47,25 +56,26 @@ class HostPrims {
  private:
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final);
-  const std::byte* waitRecv(uint32_t bytes);
-  std::byte* waitSend();
-  void releaseRecv();
-  void publishSend(uint32_t bytes);
+  const std::byte* waitRecv(Connection& from, uint32_t bytes);
+  std::byte* waitSend(Connection& to);
+  void releaseRecv(Connection& from);
+  void publishSend(Connection& to, uint32_t bytes);
   // Waits until ready(), calling await(until) to move bytes or sleep; throws on failure,
   // abort or the deadline.
   template <class Ready, class Await>
   void waitUntil(Ready ready, Await await, Connection& conn, const char* direction);
-  [[noreturn]] void mismatch(const SlotMeta& meta, uint32_t expectedBytes);
+  [[noreturn]] void mismatch(const Connection& from, const SlotMeta& meta, uint32_t expectedBytes);
 
   const OpContext& ctx_;
-  Connection* recvFrom_;
-  Connection* sendTo_;
+  ConnectionTo connectionTo_;
   const std::byte* input_;
   std::byte* output_;
   size_t elemSize_;
-  size_t sliceElems_ = 0;
-  uint32_t recvHead_ = 0;  // our consumer position on recvFrom_
-  uint32_t sendTail_ = 0;  // our producer position on sendTo_
+  size_t sliceElems_ = 1;
+  int nRecv_ = 0;
+  int nSend_ = 0;
+  Connection* recvFrom_[kMaxPeers] = {};
+  Connection* sendTo_[kMaxPeers] = {};
 };
 
 }  // namespace gyre

@@ -2,11 +2,19 @@
 // from rank-1 and sends to rank+1. Work proceeds in rounds whose per-step chunk is at most
 // `chunkElems`, less than a link's capacity, so every rank can finish its first send of a
 // round before its successor starts receiving: no circular wait, whatever the count.
+// Chains (reduce, gather, scatter) use the same links but never close the ring, so they
+// need no rounds.
 #pragma once
 
 #include "algorithms/common.h"
 
 namespace gyre::algo {
+
+template <class Prims>
+GYRE_HD void ringPeers(Prims& p, int rank, int n) {
+  const int prev = mod(rank - 1, n), next = mod(rank + 1, n);
+  p.setPeers(&prev, 1, &next, 1);
+}
 
 // recv[i] = op over ranks of send[i], for i < count.
 template <class Prims>
@@ -15,6 +23,7 @@ GYRE_HD void ringAllReduce(Prims& p, int rank, int n, size_t count, size_t chunk
     p.localCopy(0, 0, count);
     return;
   }
+  ringPeers(p, rank, n);
   const size_t loop = size_t(n) * chunkElems;
   for (size_t base = 0; base < count; base += loop) {
     const size_t part = min_(loop, count - base);
@@ -40,20 +49,47 @@ GYRE_HD void ringAllReduce(Prims& p, int rank, int n, size_t count, size_t chunk
   }
 }
 
+// Equal blocks of `count` elements, rank r's at r*count: the all_gather layout.
+struct EqualBlocks {
+  size_t n;
+  GYRE_HD size_t count(int) const { return n; }
+  GYRE_HD size_t offset(int r) const { return size_t(r) * n; }
+};
+
+// Blocks of any size (all_gather_v): rank r's has counts[r] elements at offsets[r].
+struct VarBlocks {
+  const size_t* counts;
+  const size_t* offsets;
+  GYRE_HD size_t count(int r) const { return counts[r]; }
+  GYRE_HD size_t offset(int r) const { return offsets[r]; }
+};
+
+// recv[blocks.offset(r) + i] = send of rank r [i] for i < blocks.count(r).
+template <class Prims, class Blocks>
+GYRE_HD void ringAllGatherBlocks(Prims& p, int rank, int n, const Blocks& blocks,
+                                 size_t chunkElems) {
+  if (n == 1) {
+    p.localCopy(0, blocks.offset(0), blocks.count(0));
+    return;
+  }
+  ringPeers(p, rank, n);
+  size_t longest = 0;
+  for (int r = 0; r < n; ++r) longest = blocks.count(r) > longest ? blocks.count(r) : longest;
+  for (size_t base = 0; base < longest; base += chunkElems) {
+    auto len = [&](int c) {
+      return blocks.count(c) > base ? min_(chunkElems, blocks.count(c) - base) : size_t(0);
+    };
+    auto out = [&](int c) { return blocks.offset(c) + base; };
+    p.copySend(base, out(rank), len(rank));
+    for (int j = 1; j < n - 1; ++j) p.recvCopySend(out(mod(rank - j, n)), len(mod(rank - j, n)));
+    p.recv(out(mod(rank + 1, n)), len(mod(rank + 1, n)));
+  }
+}
+
 // recv[r*count + i] = send of rank r [i]; recv holds n*count elements.
 template <class Prims>
 GYRE_HD void ringAllGather(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
-  if (n == 1) {
-    p.localCopy(0, 0, count);
-    return;
-  }
-  for (size_t base = 0; base < count; base += chunkElems) {
-    const size_t len = min_(chunkElems, count - base);
-    auto out = [&](int c) { return size_t(c) * count + base; };
-    p.copySend(base, out(rank), len);
-    for (int j = 1; j < n - 1; ++j) p.recvCopySend(out(mod(rank - j, n)), len);
-    p.recv(out(mod(rank + 1, n)), len);
-  }
+  ringAllGatherBlocks(p, rank, n, EqualBlocks{count}, chunkElems);
 }
 
 // recv[i] = op over ranks of send[rank*count + i]; send holds n*count elements.
@@ -63,6 +99,7 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
     p.localCopy(0, 0, count);
     return;
   }
+  ringPeers(p, rank, n);
   for (size_t base = 0; base < count; base += chunkElems) {
     const size_t len = min_(chunkElems, count - base);
     auto in = [&](int c) { return size_t(c) * count + base; };
@@ -77,12 +114,15 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
 // (otherwise ranks that all believe they are root would never compare descriptors).
 template <class Prims>
 GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, size_t chunkElems) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  ringPeers(p, rank, n);
   const int position = mod(rank - root, n);
   for (size_t base = 0; base < count; base += chunkElems) {
     const size_t len = min_(chunkElems, count - base);
-    if (n == 1) {
-      p.localCopy(base, base, len);
-    } else if (position == 0) {
+    if (position == 0) {
       p.copySend(base, base, len);
     } else if (position == n - 1) {
       p.recv(base, len);
@@ -90,8 +130,62 @@ GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, si
       p.recvCopySend(base, len);
     }
   }
-  if (n > 1 && position == n - 1) p.sendMarker();
-  if (n > 1 && position == 0) p.recvMarker();
+  if (position == n - 1) p.sendMarker();
+  if (position == 0) p.recvMarker();
+}
+
+// recv[i] on root = op over ranks of send[i]: a chain from root+1 to root. Other ranks'
+// recv is not touched.
+template <class Prims>
+GYRE_HD void ringReduce(Prims& p, int rank, int n, int root, size_t count) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  ringPeers(p, rank, n);
+  const int position = mod(rank - root - 1, n);  // root is last
+  if (position == 0) {
+    p.send(0, count);
+  } else if (position == n - 1) {
+    p.recvReduceCopy(0, 0, count, /*final=*/true);
+  } else {
+    p.recvReduceSend(0, count);
+  }
+}
+
+// recv[r*count + i] on root = send of rank r [i]: each rank sends its block down the chain
+// towards root, then forwards the blocks of the ranks before it.
+template <class Prims>
+GYRE_HD void ringGather(Prims& p, int rank, int n, int root, size_t count) {
+  if (rank == root) p.localCopy(0, size_t(root) * count, count);
+  if (n == 1) return;
+  ringPeers(p, rank, n);
+  const int position = mod(rank - root - 1, n);  // root is last
+  if (rank == root) {
+    for (int j = 1; j < n; ++j) p.recv(size_t(mod(root - j, n)) * count, count);
+    return;
+  }
+  p.send(0, count);
+  for (int j = 0; j < position; ++j) p.recvSend(count);
+}
+
+// recv[i] on rank r = send of root [r*count + i]: root sends the farthest rank's block
+// first; each rank forwards the blocks meant for ranks after it and keeps the last.
+template <class Prims>
+GYRE_HD void ringScatter(Prims& p, int rank, int n, int root, size_t count) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  ringPeers(p, rank, n);
+  const int distance = mod(rank - root, n);
+  if (distance == 0) {
+    for (int j = n - 1; j >= 1; --j) p.send(size_t(mod(root + j, n)) * count, count);
+    p.localCopy(size_t(root) * count, 0, count);
+    return;
+  }
+  for (int j = n - 1; j > distance; --j) p.recvSend(count);
+  p.recv(0, count);
 }
 
 }  // namespace gyre::algo

@@ -6,9 +6,10 @@
 
 #include <cstring>
 
-#include "algorithms/host_prims.h"
-#include "algorithms/ring.h"
+#include <algorithm>
+
 #include "runtime/bootstrap.h"
+#include "runtime/communicator_impl.h"
 #include "runtime/failure_board.h"
 #include "runtime/log.h"
 #include "runtime/store/server.h"
@@ -42,56 +43,7 @@ std::string interfaceAddress(const std::string& ifname) {
   return found;
 }
 
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
 }  // namespace
-
-struct Communicator::Impl {
-  CommConfig config;
-  std::unique_ptr<StoreServer> hostedServer;  // rank 0, torch-style
-  std::unique_ptr<Bootstrap> bootstrap;
-  std::unique_ptr<FailureBoard> board;
-  std::vector<PeerInfo> peers;
-  std::unique_ptr<EventLoop> loop;
-  std::unique_ptr<TcpTransport> tcp;
-  std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
-
-  std::mutex opMutex;
-  uint64_t seq = 0;
-  std::atomic<bool> abortFlag{false};
-  mutable std::mutex poisonMutex;
-  Status poison;
-
-  ~Impl();
-  std::string who() const { return "rank " + std::to_string(config.rank); }
-
-  void init();
-  std::shared_ptr<Store> openStore();
-  Connection& connection(int peer, int channel);
-  size_t chunkElems(DataType type) const {
-    return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
-  }
-
-  void setPoison(const Status& s) {
-    std::lock_guard lock(poisonMutex);
-    if (poison.ok()) poison = s;
-  }
-  Status poisoned() const {
-    std::lock_guard lock(poisonMutex);
-    return poison;
-  }
-
-  // Validates, then runs `body(ctx)` under the op lock with a fresh sequence number.
-  template <class Body>
-  void run(Collective coll, size_t count, DataType type, RedOp op, int root, Body&& body);
-  void checkType(const char* what, DataType type, RedOp op) const;
-  void checkRoot(const char* what, int root) const;
-  void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
-                    size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
-};
 
 std::shared_ptr<Store> Communicator::Impl::openStore() {
   if (config.store) return config.store;
@@ -113,7 +65,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
       StoreServerOptions server;
       splitHostPort(address, server.host, server.port);
       server.secret = config.secret;
-      hostedServer = std::make_unique<StoreServer>(server);
+      hostedServer = std::make_shared<StoreServer>(server);
       hostedServer->start();
       GYRE_LOG(info, who() + ": hosting the rendezvous at " + hostedServer->address());
     }
@@ -122,19 +74,25 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
   return std::make_shared<TcpStore>(opts);
 }
 
-void Communicator::Impl::init() {
+void Communicator::Impl::init(const std::string& explicitNamespace) {
   validate(config);
-  auto store = openStore();
+  if (!rootStore) rootStore = openStore();
+  auto& store = rootStore;
   std::string listenHost = "127.0.0.1";
   if (!config.socketIfname.empty()) {
     listenHost = interfaceAddress(config.socketIfname);
   } else if (auto* tcpStore = dynamic_cast<TcpStore*>(store.get())) {
     listenHost = tcpStore->localAddress();  // the interface that reaches the rendezvous
   }
-  // Every rank creates a job's communicators in the same order, so counting its own gives
-  // all ranks the same fresh namespace for this one.
-  const int64_t index = store->add("communicators/" + std::to_string(config.rank), 1);
-  auto commStore = makePrefixStore("comm" + std::to_string(index), store);
+  // Every rank creates a job's top-level communicators in the same order, so counting its
+  // own gives all ranks the same fresh namespace for this one. Children of split() are named
+  // after their parent instead.
+  storeNamespace = explicitNamespace;
+  if (storeNamespace.empty()) {
+    const int64_t index = store->add("communicators/" + std::to_string(config.rank), 1);
+    storeNamespace = "comm" + std::to_string(index);
+  }
+  auto commStore = makePrefixStore(storeNamespace, store);
   bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout);
   loop = std::make_unique<EventLoop>("gyre-progress");
   LinkConfig link;
@@ -156,6 +114,9 @@ void Communicator::Impl::init() {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
+  tuner = std::make_unique<Tuner>(Tuner::tcpLoopback(), config.algorithm);
+  sentTo.assign(config.nranks, 0);
+  receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now; other pairs connect on first use.
   if (config.nranks > 1) {
     connection((config.rank + 1) % config.nranks, 0);
@@ -170,65 +131,43 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
   auto it = connections.find(key);
   if (it != connections.end()) return *it->second;
   const auto deadline = Clock::now() + config.timeout;
-  auto conn = tcp->connect(peers[peer], channel, deadline);
+  auto conn = tcp->connect(peers[peer], channel, deadline, [this]() -> Status {
+    if (abortFlag.load()) return {Code::aborted, "aborted by gyreCommAbort"};
+    return board ? board->recorded() : Status{};
+  });
   GYRE_LOG(trace, who() + ": connected to rank " + std::to_string(peer) + " channel " +
                       std::to_string(channel) + " over " + conn->transportName());
   return *connections.emplace(key, std::move(conn)).first->second;
 }
 
-void Communicator::Impl::checkType(const char* what, DataType type, RedOp op) const {
-  if (static_cast<int>(type) >= kNumDataTypes) {
-    fail(Code::invalid_argument,
-         who() + ": " + what + ": unknown data type " + std::to_string(static_cast<int>(type)));
-  }
-  if (static_cast<int>(op) >= kNumRedOps) {
-    fail(Code::invalid_argument,
-         who() + ": " + what + ": unknown reduction op " + std::to_string(static_cast<int>(op)));
-  }
+void Communicator::Impl::drainQueue() {
+  std::unique_lock lock(queueMutex);
+  if (std::this_thread::get_id() == worker.get_id()) return;  // the worker runs in order
+  queueChanged.wait(lock, [&] { return unfinished == 0; });
 }
 
-void Communicator::Impl::checkRoot(const char* what, int root) const {
-  if (root < 0 || root >= config.nranks) {
-    fail(Code::invalid_argument, who() + ": " + what + ": root " + std::to_string(root) +
-                                     " is outside [0, " + std::to_string(config.nranks) + ")");
-  }
-}
-
-void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t sendBytes,
-                                      const void* recv, size_t recvBytes, bool sendUsed,
-                                      const void* inPlaceSend) const {
-  if (sendUsed && sendBytes && !send) {
-    fail(Code::invalid_argument, who() + ": " + what + ": sendbuff is null");
-  }
-  if (recvBytes && !recv) fail(Code::invalid_argument, who() + ": " + what + ": recvbuff is null");
-  if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
-    fail(Code::invalid_argument,
-         who() + ": " + what + ": sendbuff and recvbuff overlap without being in place");
-  }
-}
-
-template <class Body>
-void Communicator::Impl::run(Collective coll, size_t count, DataType type, RedOp op, int root,
-                             Body&& body) {
+void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpContext&)>& body,
+                             bool p2p) {
   std::lock_guard lock(opMutex);
   if (Status s = poisoned(); !s.ok()) {
-    throw Failure(s.code, who() + ": " + collectiveName(coll) +
+    throw Failure(s.code, who() + ": " + collectiveName(desc.coll) +
                               " refused: the communicator failed earlier: " + s.message);
   }
   OpContext ctx;
-  ctx.desc = OpDesc{++seq, count, root, coll, type, op};
+  ctx.desc = desc;
+  if (!p2p) ctx.desc.seq = ++seq;
   ctx.rank = config.rank;
   ctx.nranks = config.nranks;
   ctx.timeout = config.timeout;
   ctx.deadline = Clock::now() + config.timeout;
   ctx.abort = &abortFlag;
   ctx.spin = config.spin;
-  board->started(ctx.desc);
+  if (!p2p) board->started(ctx.desc);
   try {
     body(ctx);
   } catch (const Failure& f) {
     Status s = f.status();
-    if (s.code == Code::timeout) s.message += "; " + board->attribute(ctx.desc);
+    if (s.code == Code::timeout && !p2p) s.message += "; " + board->attribute(ctx.desc);
     // Record the cause before closing: the neighbours woken by the close then report it.
     s = board->report(s, ctx.desc);
     setPoison(s);
@@ -236,7 +175,7 @@ void Communicator::Impl::run(Collective coll, size_t count, DataType type, RedOp
     for (auto& [key, conn] : connections) conn->close();
     throw Failure(s);
   }
-  board->completed(ctx.desc);
+  if (!p2p) board->completed(ctx.desc);
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -244,12 +183,90 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 std::unique_ptr<Communicator> Communicator::create(CommConfig config) {
   auto impl = std::make_unique<Impl>();
   impl->config = std::move(config);
-  impl->init();
+  impl->init("");
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  auto& d = *impl_;
+  d.drainQueue();
+  std::unique_ptr<Impl> child;
+  {
+    std::lock_guard lock(d.opMutex);
+    if (Status s = d.poisoned(); !s.ok()) {
+      throw Failure(s.code,
+                    d.who() + ": split refused: the communicator failed earlier: " + s.message);
+    }
+    const int index = d.splits++;
+    const auto all = d.bootstrap->allGather(std::to_string(color) + " " + std::to_string(key));
+    std::vector<std::pair<int, int>> members;  // (key, parent rank) of my color
+    for (int r = 0; r < d.config.nranks; ++r) {
+      int c = 0, k = 0;
+      if (std::sscanf(all[r].c_str(), "%d %d", &c, &k) != 2) {
+        fail(Code::internal, d.who() + ": split: malformed entry from rank " + std::to_string(r));
+      }
+      if (c == color) members.emplace_back(k, r);
+    }
+    if (color < 0) return nullptr;
+    std::sort(members.begin(), members.end());
+    const auto me = std::find(members.begin(), members.end(), std::make_pair(key, d.config.rank));
+    child = std::make_unique<Impl>();
+    child->config = d.config;
+    child->config.rank = int(me - members.begin());
+    child->config.nranks = int(members.size());
+    child->rootStore = d.rootStore;
+    child->hostedServer = d.hostedServer;
+    child->init(d.storeNamespace + "/split" + std::to_string(index) + "/color" +
+                std::to_string(color));
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
+std::shared_ptr<Work> Communicator::async(std::function<void(Communicator&)> body) {
+  auto& d = *impl_;
+  auto work = std::make_shared<Work>();
+  std::lock_guard lock(d.queueMutex);
+  if (!d.worker.joinable()) {
+    d.worker = std::thread([&d] {
+      std::unique_lock lock(d.queueMutex);
+      while (true) {
+        d.queueChanged.wait(lock, [&] { return d.stopWorker || !d.queue.empty(); });
+        if (d.queue.empty()) return;  // stopping, nothing left
+        auto next = std::move(d.queue.front());
+        d.queue.pop_front();
+        lock.unlock();
+        next();
+        lock.lock();
+        --d.unfinished;
+        d.queueChanged.notify_all();
+      }
+    });
+  }
+  ++d.unfinished;
+  d.queue.push_back([this, work, body = std::move(body)] {
+    try {
+      body(*this);
+      work->finish({});
+    } catch (const Failure& f) {
+      work->finish(f.status());
+    } catch (const std::exception& e) {
+      work->finish({Code::internal, impl_->who() + ": " + e.what()});
+    }
+  });
+  d.queueChanged.notify_all();
+  return work;
 }
 
 Communicator::~Communicator() {
   auto& d = *impl_;
+  if (d.worker.joinable()) {
+    {
+      std::lock_guard lock(d.queueMutex);
+      d.stopWorker = true;  // the worker finishes what is queued (each call has a deadline)
+    }
+    d.queueChanged.notify_all();
+    d.worker.join();
+  }
   d.board.reset();
   if (d.poisoned().ok()) {
     // Let the last slots of the last collective reach the peers before closing.
@@ -291,75 +308,6 @@ void Communicator::abort() {
 
 Status Communicator::asyncError() const {
   return impl_->poisoned();
-}
-
-void Communicator::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
-  auto& d = *impl_;
-  d.checkType("all_reduce", type, op);
-  const size_t bytes = count * dataTypeSize(type);
-  d.checkBuffers("all_reduce", send, bytes, recv, bytes, true, recv);
-  d.run(Collective::all_reduce, count, type, op, -1, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    Connection* prev = n > 1 ? &d.connection((r + n - 1) % n, 0) : nullptr;
-    Connection* next = n > 1 ? &d.connection((r + 1) % n, 0) : nullptr;
-    HostPrims prims(ctx, prev, next, send, recv);
-    algo::ringAllReduce(prims, r, n, count, d.chunkElems(type));
-  });
-}
-
-void Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
-  auto& d = *impl_;
-  d.checkType("all_gather", type, RedOp::sum);
-  const size_t es = dataTypeSize(type), n = size_t(d.config.nranks);
-  if (sendCount > SIZE_MAX / es / n)
-    fail(Code::invalid_argument, d.who() + ": all_gather: count too large");
-  const void* inPlace =
-      recv ? static_cast<const char*>(recv) + d.config.rank * sendCount * es : nullptr;
-  d.checkBuffers("all_gather", send, sendCount * es, recv, n * sendCount * es, true, inPlace);
-  d.run(Collective::all_gather, sendCount, type, RedOp::sum, -1, [&](const OpContext& ctx) {
-    const int nr = d.config.nranks, r = d.config.rank;
-    Connection* prev = nr > 1 ? &d.connection((r + nr - 1) % nr, 0) : nullptr;
-    Connection* next = nr > 1 ? &d.connection((r + 1) % nr, 0) : nullptr;
-    HostPrims prims(ctx, prev, next, send, recv);
-    algo::ringAllGather(prims, r, nr, sendCount, d.chunkElems(type));
-  });
-}
-
-void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
-                                 RedOp op) {
-  auto& d = *impl_;
-  d.checkType("reduce_scatter", type, op);
-  const size_t es = dataTypeSize(type), n = size_t(d.config.nranks);
-  if (recvCount > SIZE_MAX / es / n)
-    fail(Code::invalid_argument, d.who() + ": reduce_scatter: count too large");
-  // In place: recvbuff is this rank's block of sendbuff, so recv's overlap is allowed there.
-  const bool inPlace =
-      send && recv == static_cast<const char*>(send) + d.config.rank * recvCount * es;
-  d.checkBuffers("reduce_scatter", send, n * recvCount * es, recv, recvCount * es, true,
-                 inPlace ? send : recv);
-  d.run(Collective::reduce_scatter, recvCount, type, op, -1, [&](const OpContext& ctx) {
-    const int nr = d.config.nranks, r = d.config.rank;
-    Connection* prev = nr > 1 ? &d.connection((r + nr - 1) % nr, 0) : nullptr;
-    Connection* next = nr > 1 ? &d.connection((r + 1) % nr, 0) : nullptr;
-    HostPrims prims(ctx, prev, next, send, recv);
-    algo::ringReduceScatter(prims, r, nr, recvCount, d.chunkElems(type));
-  });
-}
-
-void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
-  auto& d = *impl_;
-  d.checkType("broadcast", type, RedOp::sum);
-  d.checkRoot("broadcast", root);
-  const size_t bytes = count * dataTypeSize(type);
-  const bool isRoot = d.config.rank == root;
-  d.checkBuffers("broadcast", send, bytes, recv, bytes, isRoot, recv);
-  d.run(Collective::broadcast, count, type, RedOp::sum, root, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    Connection* prev = n > 1 ? &d.connection((r + n - 1) % n, 0) : nullptr;
-    Connection* next = n > 1 ? &d.connection((r + 1) % n, 0) : nullptr;
-    HostPrims prims(ctx, prev, next, isRoot ? send : nullptr, recv);
-    algo::ringBroadcast(prims, r, n, root, count, d.chunkElems(type));
-  });
 }
 
 }  // namespace gyre

@@ -1,20 +1,33 @@
 // A communicator: its ranks, its connections and its progress thread. Collectives on host
 // buffers run on the calling thread (HostPrims) while the event loop moves bytes. Calls on one
-// communicator are serialised in issue order. The first failure poisons it: later calls fail
-// fast with the same cause.
+// communicator run in issue order (blocking calls wait for earlier asynchronous ones). The
+// first failure poisons it: later calls fail fast with the same cause.
 #pragma once
 
-#include <atomic>
-#include <map>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "gyre/types.h"
 #include "runtime/config.h"
 #include "runtime/status.h"
+#include "runtime/work.h"
 
 namespace gyre {
+
+// One deferred call of a group (gyreGroupStart/End): what runGroup fuses and batches.
+struct GroupOp {
+  Collective coll = Collective::all_reduce;  // all_reduce, broadcast, reduce, all_gather,
+                                             // reduce_scatter, or send_recv
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType type = DataType::f32;
+  RedOp op = RedOp::sum;
+  int root = -1;        // broadcast/reduce root
+  int peer = -1;        // send_recv: the other rank
+  bool isSend = false;  // send_recv: this rank sends (else receives)
+};
 
 class Communicator {
  public:
@@ -32,14 +45,51 @@ class Communicator {
   void allGather(const void* send, void* recv, size_t sendCount, DataType type);
   void reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op);
   void broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  // recv is written on root only; other ranks may pass null.
+  void reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root);
+  // count elements per rank; recv (n*count) is used on root only.
+  void gather(const void* send, void* recv, size_t count, DataType type, int root);
+  // count elements per rank; send (n*count) is read on root only.
+  void scatter(const void* send, void* recv, size_t count, DataType type, int root);
+  // count elements to and from every rank; send and recv hold n*count and must not overlap.
+  void allToAll(const void* send, void* recv, size_t count, DataType type);
+  // Rank r contributes recvCounts[r] elements, placed at recv + displs[r] (elements).
+  void allGatherV(const void* send, size_t sendCount, void* recv, const size_t* recvCounts,
+                  const size_t* displs, DataType type);
+  // sendCounts[r] elements from send + sendDispls[r] go to rank r, which places them at its
+  // recv + recvDispls[this rank]. Counts must agree pairwise.
+  void allToAllV(const void* send, const size_t* sendCounts, const size_t* sendDispls, void* recv,
+                 const size_t* recvCounts, const size_t* recvDispls, DataType type);
+  void barrier();
+  // Point to point; the other rank makes the matching call. Connections to ranks that are not
+  // ring neighbours open on first use.
+  void send(const void* buf, size_t count, DataType type, int peer);
+  void recv(void* buf, size_t count, DataType type, int peer);
+
+  // Runs the calls of a group: consecutive all-reduces of one type and op become one, and all
+  // sends and receives run together (so a rank may send to and receive from the same peers
+  // without deadlock), after the collectives.
+  void runGroup(const std::vector<GroupOp>& ops);
+
+  // Runs `body` on this communicator's worker thread after every call issued before it; the
+  // handle reports when it finished and how. Buffers must outlive the work.
+  std::shared_ptr<Work> async(std::function<void(Communicator&)> body);
+
+  // A new communicator of the ranks that passed the same color (>= 0), ordered by key, then
+  // by rank here. Every rank calls it; ranks passing a negative color get null. Children meet
+  // through the same rendezvous and own their connections: destroying the parent leaves them
+  // working.
+  std::unique_ptr<Communicator> split(int color, int key);
+  std::unique_ptr<Communicator> dup() { return split(0, rank()); }
 
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.
   void abort();
   // Ok, or the failure that poisoned the communicator.
   Status asyncError() const;
 
- private:
   struct Impl;
+
+ private:
   explicit Communicator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -41,6 +41,7 @@ void applyTuningEnv(CommConfig& c) {
   c.slotBytes = size_t(envInt("GYRE_SLOT_BYTES", (long long)c.slotBytes, 64, 64 << 20));
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
+  if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
 }
 
 CommConfig configFromEnv() {
@@ -63,7 +64,9 @@ CommConfig configFromEnv() {
 }
 
 void validate(const CommConfig& c) {
-  if (c.nranks < 1) fail(Code::invalid_argument, "world size must be at least 1");
+  if (c.nranks < 1 || c.nranks > 65536) {
+    fail(Code::invalid_argument, "world size must be between 1 and 65536");
+  }
   if (c.rank < 0 || c.rank >= c.nranks) {
     fail(Code::invalid_argument,
          "rank " + std::to_string(c.rank) + " is outside [0, " + std::to_string(c.nranks) + ")");

@@ -26,9 +26,11 @@ struct CommConfig {
   size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
   std::chrono::microseconds spin{0};                           // GYRE_SPIN_US
   std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
+  std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
 };
 
-// Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME.
+// Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
+// GYRE_ALGO.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

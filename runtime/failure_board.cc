@@ -128,6 +128,23 @@ Status FailureBoard::report(const Status& local, const OpDesc& op) {
                                 " failed first: " + message};
 }
 
+Status FailureBoard::recorded() {
+  std::string first;
+  try {
+    first = store_->get("failure", std::chrono::milliseconds(0));
+  } catch (const Failure&) {
+    return {};  // nothing recorded (or the store is gone: the caller's deadline still holds)
+  }
+  std::istringstream in(first);
+  int rank = -1, code = 0;
+  std::string message;
+  in >> rank >> code;
+  std::getline(in, message);
+  std::getline(in, message, '\0');
+  if (rank < 0 || rank >= nranks_ || code <= 0 || code > int(Code::internal)) return {};
+  return {Code(code), "rank " + std::to_string(rank) + " failed: " + message};
+}
+
 std::string FailureBoard::attribute(const OpDesc& op) {
   std::string never, inside, silent;
   for (int r = 0; r < nranks_; ++r) {

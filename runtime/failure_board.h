@@ -31,6 +31,9 @@ class FailureBoard {
   // the store is unreachable), else the first failure, named.
   Status report(const Status& local, const OpDesc& op);
 
+  // The first failure any rank recorded, or ok (one non-blocking store read).
+  Status recorded();
+
   // Why `op` cannot finish, from every rank's published progress, e.g. "rank 3 never
   // entered all_reduce #17 (its last completed: broadcast #16)".
   std::string attribute(const OpDesc& op);

@@ -8,10 +8,9 @@ std::string describe(uint8_t coll, uint64_t seq, uint64_t count, uint8_t dtype, 
   const auto c = static_cast<Collective>(coll);
   std::string s = std::string(collectiveName(c)) + " #" + std::to_string(seq) + " (count " +
                   std::to_string(count) + ", " + dataTypeName(static_cast<DataType>(dtype));
-  if (c == Collective::all_reduce || c == Collective::reduce_scatter) {
-    s += std::string(", ") + redOpName(static_cast<RedOp>(op));
-  }
-  if (c == Collective::broadcast) s += ", root " + std::to_string(root);
+  if (reduces(c)) s += std::string(", ") + redOpName(static_cast<RedOp>(op));
+  if (hasRoot(c)) s += ", root " + std::to_string(root);
+  if (c == Collective::send_recv) s += ", from rank " + std::to_string(root);
   return s + ")";
 }
 }  // namespace

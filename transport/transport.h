@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -40,9 +41,13 @@ class Transport {
   // Opens listeners and writes this rank's addresses into `self`.
   virtual void publish(PeerInfo& self) = 0;
   // Both ranks call this for each other with the same channel; returns when the connection is
-  // ready or throws Failure (timeout, refused, handshake error) naming the peer.
+  // ready or throws Failure (timeout, refused, handshake error) naming the peer. While it
+  // waits it polls `interrupted` every 100 ms and throws what it returns if not ok (the peer
+  // may have died before it ever connected).
+  using Interrupt = std::function<Status()>;
   virtual std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel,
-                                              Clock::time_point deadline) = 0;
+                                              Clock::time_point deadline,
+                                              const Interrupt& interrupted) = 0;
 };
 
 std::string localHostId();

@@ -18,8 +18,25 @@ enum class Collective : uint8_t {
   all_gather,
   reduce_scatter,
   broadcast,
+  reduce,
+  gather,
+  scatter,
+  all_to_all,
+  barrier,
+  send_recv,  // point-to-point: both ends carry this in their descriptors
+  all_gather_v,
+  all_to_all_v,
 };
-inline constexpr int kNumCollectives = 4;
+inline constexpr int kNumCollectives = 12;
+
+constexpr bool reduces(Collective c) {
+  return c == Collective::all_reduce || c == Collective::reduce_scatter || c == Collective::reduce;
+}
+
+constexpr bool hasRoot(Collective c) {
+  return c == Collective::broadcast || c == Collective::reduce || c == Collective::gather ||
+         c == Collective::scatter;
+}
 
 constexpr size_t dataTypeSize(DataType t) {
   switch (t) {
@@ -57,7 +74,9 @@ constexpr const char* redOpName(RedOp op) {
 }
 
 constexpr const char* collectiveName(Collective c) {
-  constexpr const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  constexpr const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                   "reduce",     "gather",     "scatter",        "all_to_all",
+                                   "barrier",    "send_recv",  "all_gather_v",   "all_to_all_v"};
   return static_cast<int>(c) < kNumCollectives ? names[static_cast<int>(c)] : "?";
 }
 

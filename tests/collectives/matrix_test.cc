@@ -1,6 +1,7 @@
-// The collective matrix, ranks as threads over loopback tcp with tiny slots:
-// collective x n x awkward counts x every type x every op (or root) x in/out of place.
-// Outputs are poisoned first and guarded on both sides; inputs must come back untouched.
+// The collective matrix, ranks as threads over loopback tcp with tiny slots: collective x
+// forced algorithm x n x awkward counts x every type x every op (or root) x in/out of place,
+// sampled deterministically. Outputs are poisoned first and guarded on both sides; inputs
+// must come back untouched; outputs a collective must not write (non-root) stay poisoned.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -17,10 +18,14 @@ namespace {
 constexpr unsigned char kPoison = 0xA5;
 constexpr size_t kGuard = 16;  // bytes checked on each side of every output
 
+// Variable-size collectives: rank s sends vcount(base, s, d) elements to rank d.
+size_t vcount(size_t base, int s, int d) {
+  return base == 0 ? 0 : (base + size_t(s) * 3 + size_t(d) * 5) % (base + 4);
+}
+
 struct Case {
   Collective coll;
-  size_t count;  // all_reduce/broadcast: elements; all_gather: per rank send; reduce_scatter: per
-                 // rank recv
+  size_t count;  // all_reduce/broadcast/reduce: elements; others: per rank block
   DataType type;
   RedOp op;
   int root;
@@ -38,9 +43,47 @@ struct Case {
 std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed) {
   const size_t es = dataTypeSize(k.type);
   const Data data{k.type, k.op, n, seed};
+  const bool isRoot = r == k.root;
+  // Per-peer layouts of the variable collectives (element offsets).
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
   size_t sendCount = k.count, recvCount = k.count;
-  if (k.coll == Collective::all_gather) recvCount = k.count * n;
-  if (k.coll == Collective::reduce_scatter) sendCount = k.count * n;
+  switch (k.coll) {
+    case Collective::all_gather:
+      recvCount = k.count * n;
+      break;
+    case Collective::reduce_scatter:
+    case Collective::scatter:
+      sendCount = k.count * n;
+      break;
+    case Collective::gather:
+      recvCount = k.count * n;
+      break;
+    case Collective::all_to_all:
+      sendCount = recvCount = k.count * n;
+      break;
+    case Collective::all_gather_v:
+      recvCount = 0;
+      for (int p = 0; p < n; ++p) {
+        rc[p] = vcount(k.count, p, 0);
+        rd[p] = recvCount + 1;  // a gap that must stay poisoned
+        recvCount = rd[p] + rc[p];
+      }
+      sendCount = rc[r];
+      break;
+    case Collective::all_to_all_v:
+      sendCount = recvCount = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[p] = vcount(k.count, r, p);
+        sd[p] = sendCount;
+        sendCount += sc[p];
+        rc[p] = vcount(k.count, p, r);
+        rd[p] = recvCount;
+        recvCount += rc[p];
+      }
+      break;
+    default:
+      break;
+  }
 
   // One arena: [guard][recv (or the in-place buffer)][guard][send][guard]
   const size_t big = std::max(sendCount, recvCount) * es;
@@ -52,12 +95,18 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
   unsigned char* recv = recvBase;
   if (k.inPlace) {
     send = recvBase;
-    if (k.coll == Collective::all_gather) send = recvBase + size_t(r) * k.count * es;
-    if (k.coll == Collective::reduce_scatter) recv = recvBase + size_t(r) * k.count * es;
+    if (k.coll == Collective::all_gather || k.coll == Collective::gather)
+      send = recvBase + size_t(r) * k.count * es;
+    if (k.coll == Collective::all_gather_v) send = recvBase + rd[r] * es;
+    if (k.coll == Collective::reduce_scatter || k.coll == Collective::scatter)
+      recv = recvBase + size_t(r) * k.count * es;
   }
-  const bool hasInput = k.coll != Collective::broadcast || r == k.root;
+  const bool hasInput =
+      !((k.coll == Collective::broadcast || k.coll == Collective::scatter) && !isRoot);
+  // Element i of a rank's input is the value with global index i (all_to_all_v: its
+  // position in the rank's send buffer).
   for (size_t i = 0; hasInput && i < sendCount; ++i) data.input(send, i, r, i);
-  std::vector<unsigned char> inputCopy(send, send + sendCount * es);
+  std::vector<unsigned char> inputCopy(send, send + (hasInput ? sendCount * es : 0));
 
   switch (k.coll) {
     case Collective::all_reduce:
@@ -72,9 +121,46 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
     case Collective::broadcast:
       c.broadcast(hasInput ? send : nullptr, recv, k.count, k.type, k.root);
       break;
+    case Collective::reduce:
+      c.reduce(send, recv, k.count, k.type, k.op, k.root);
+      break;
+    case Collective::gather:
+      c.gather(send, recv, k.count, k.type, k.root);
+      break;
+    case Collective::scatter:
+      c.scatter(hasInput ? send : nullptr, recv, k.count, k.type, k.root);
+      break;
+    case Collective::all_to_all:
+      c.allToAll(send, recv, k.count, k.type);
+      break;
+    case Collective::all_gather_v:
+      c.allGatherV(send, sendCount, recv, rc.data(), rd.data(), k.type);
+      break;
+    case Collective::all_to_all_v:
+      c.allToAllV(send, sc.data(), sd.data(), recv, rc.data(), rd.data(), k.type);
+      break;
+    case Collective::send_recv: {
+      // A ring of exchanges: even ranks send first, odd ranks receive first.
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      if (n == 1) return "";
+      std::vector<unsigned char> tmp(sendCount * es);
+      if (r % 2 == 0) {
+        c.send(send, k.count, k.type, next);
+        c.recv(recv, k.count, k.type, prev);
+      } else {
+        c.recv(recv, k.count, k.type, prev);
+        c.send(send, k.count, k.type, next);
+      }
+      break;
+    }
+    case Collective::barrier:
+      c.barrier();
+      return "";
   }
 
+  // What each output element must be; `written` false where it must stay poisoned.
   std::vector<unsigned char> want(recvCount * es + 1);
+  std::vector<bool> written(recvCount, true);
   for (size_t i = 0; i < recvCount; ++i) {
     switch (k.coll) {
       case Collective::all_reduce:
@@ -89,12 +175,52 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
       case Collective::broadcast:
         data.expected(want.data(), i, i, k.root);
         break;
+      case Collective::reduce:
+        written[i] = isRoot || k.inPlace;  // in place, a non-root's buffer is its input
+        data.expected(want.data(), i, i, isRoot ? -1 : r);
+        break;
+      case Collective::gather:
+        written[i] = isRoot || (k.inPlace && i / k.count == size_t(r));
+        if (written[i]) data.expected(want.data(), i, i % k.count, int(i / k.count));
+        break;
+      case Collective::scatter:
+        data.expected(want.data(), i, size_t(r) * k.count + i, k.root);
+        break;
+      case Collective::all_to_all:
+        data.expected(want.data(), i, size_t(r) * k.count + i % k.count, int(i / k.count));
+        break;
+      case Collective::send_recv:
+        data.expected(want.data(), i, i, (r + n - 1) % n);
+        break;
+      case Collective::all_gather_v: {
+        written[i] = false;
+        for (int p = 0; p < n; ++p) {
+          if (i >= rd[p] && i < rd[p] + rc[p]) {
+            written[i] = true;
+            data.expected(want.data(), i, i - rd[p], p);
+          }
+        }
+        break;
+      }
+      case Collective::all_to_all_v: {
+        int p = 0;
+        while (p + 1 < n && i >= rd[p + 1]) ++p;
+        // Rank p's send buffer holds its block for r at its own displacement for r.
+        size_t theirOffset = 0;
+        for (int q = 0; q < r; ++q) theirOffset += vcount(k.count, p, q);
+        data.expected(want.data(), i, theirOffset + (i - rd[p]), p);
+        break;
+      }
+      default:
+        break;
     }
   }
   std::string wrong;
   size_t bad = 0;
+  std::vector<unsigned char> poison(es, kPoison);
   for (size_t i = 0; i < recvCount; ++i) {
-    if (std::memcmp(recv + i * es, want.data() + i * es, es) != 0 && bad++ < 3) {
+    const void* expect = written[i] ? want.data() + i * es : poison.data();
+    if (std::memcmp(recv + i * es, expect, es) != 0 && bad++ < 3) {
       wrong += " element ";  // appended piecewise: GCC 12 warns falsely on chained +
       wrong += std::to_string(i);
       wrong += " wrong;";
@@ -128,7 +254,16 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
   return wrong;
 }
 
-std::vector<Case> casesFor(int n) {
+// Which collectives each forced algorithm implements (the tuner's pick otherwise).
+bool implements(const std::string& algorithm, Collective c) {
+  if (algorithm == "tree") {
+    return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
+  }
+  if (algorithm == "rd") return c == Collective::all_reduce || c == Collective::all_gather;
+  return true;
+}
+
+std::vector<Case> casesFor(int n, const std::string& algorithm) {
   std::vector<size_t> counts{0, 1, size_t(n - 1), size_t(n), size_t(n + 1)};
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
@@ -136,61 +271,68 @@ std::vector<Case> casesFor(int n) {
   int sample = 0;
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto coll = static_cast<Collective>(c);
-    const bool reduces = coll == Collective::all_reduce || coll == Collective::reduce_scatter;
+    if (!implements(algorithm, coll)) continue;
+    const bool rooted = hasRoot(coll);
+    const bool inPlaceForm = coll != Collective::all_to_all && coll != Collective::all_to_all_v &&
+                             coll != Collective::send_recv && coll != Collective::barrier;
     for (int t = 0; t < kNumDataTypes; ++t) {
       const auto type = static_cast<DataType>(t);
-      const int variants = reduces ? kNumRedOps : (coll == Collective::broadcast ? n : 1);
+      const int variants = reduces(coll) ? kNumRedOps : (rooted ? n : 1);
       for (int v = 0; v < variants; ++v) {
-        const RedOp op = reduces ? static_cast<RedOp>(v) : RedOp::sum;
-        const int root = coll == Collective::broadcast ? v : -1;
+        const RedOp op = reduces(coll) ? static_cast<RedOp>(v) : RedOp::sum;
+        // reduce: each op at one root, the roots taking turns.
+        const int root = !rooted ? -1 : reduces(coll) ? (v + t) % n : v;
         for (bool inPlace : {false, true}) {
-          for (size_t count : counts) cases.push_back({coll, count, type, op, root, inPlace});
+          if (inPlace && !inPlaceForm) continue;
+          for (size_t count : counts) {
+            // Everything but the ring samples its counts: each still meets 0 and odd sizes.
+            if (algorithm != "ring" && sample++ % 3 != 0) continue;
+            cases.push_back({coll, count, type, op, root, inPlace});
+          }
           // Larger counts, sampled: a prime that spans many slots and rounds.
           if (sample++ % 7 == 0) cases.push_back({coll, 1031, type, op, root, inPlace});
         }
       }
     }
-    // Every collective also runs once over many rounds of the ring.
-    cases.push_back({coll, 50021, DataType::f32, RedOp::sum,
-                     coll == Collective::broadcast ? n - 1 : -1, false});
+    // Every collective also runs once over many rounds.
+    cases.push_back({coll, 50021, DataType::f32, RedOp::sum, rooted ? n - 1 : -1, false});
   }
   return cases;
 }
 
-void runMatrix(int n) {
-  test::ThreadJob job(n, test::tinySlots(), "matrix-" + std::to_string(n));
-  const auto cases = casesFor(n);
+void runMatrix(int n, const std::string& algorithm) {
+  CommConfig config = test::tinySlots();
+  config.algorithm = algorithm;
+  test::ThreadJob job(n, config, "matrix-" + algorithm + "-" + std::to_string(n));
+  const auto cases = casesFor(n, algorithm);
   std::vector<std::string> failures(n);
   job.run([&](Communicator& c, int r) {
     uint64_t seed = 1234;
     for (const Case& k : cases) {
       const std::string wrong = runCase(c, r, n, k, ++seed);
       if (!wrong.empty() && failures[r].size() < 2000) {
-        failures[r] += "rank " + std::to_string(r) + ": " + k.describe(n) + ":" + wrong + "\n";
+        failures[r] += "rank " + std::to_string(r) + ": " + algorithm + " " + k.describe(n) + ":" +
+                       wrong + "\n";
       }
     }
   });
-  MESSAGE(n << " ranks: " << cases.size() << " collectives checked");
+  MESSAGE(n << " ranks, " << algorithm << ": " << cases.size() << " calls checked");
   for (int r = 0; r < n; ++r) CHECK_MESSAGE(failures[r].empty(), failures[r]);
 }
 
+const int kSizes[] = {1, 2, 3, 4, 5, 7, 8};
+
 }  // namespace
 
-TEST_CASE("matrix n=1") {
-  runMatrix(1);
+TEST_CASE("matrix: ring (and the only algorithm of the others)") {
+  for (int n : kSizes) runMatrix(n, "ring");
 }
-TEST_CASE("matrix n=2") {
-  runMatrix(2);
+TEST_CASE("matrix: trees") {
+  for (int n : kSizes) runMatrix(n, "tree");
 }
-TEST_CASE("matrix n=3") {
-  runMatrix(3);
+TEST_CASE("matrix: recursive doubling") {
+  for (int n : kSizes) runMatrix(n, "rd");
 }
-TEST_CASE("matrix n=4") {
-  runMatrix(4);
-}
-TEST_CASE("matrix n=5") {
-  runMatrix(5);
-}
-TEST_CASE("matrix n=8") {
-  runMatrix(8);
+TEST_CASE("matrix: the tuner's own choices") {
+  for (int n : {3, 4}) runMatrix(n, "");
 }

@@ -23,24 +23,26 @@ struct Deadlock : std::runtime_error {
 class FakeNetwork {
  public:
   FakeNetwork(int n, size_t slotElems, size_t nSlots)
-      : n_(n), slotElems_(slotElems), nSlots_(nSlots), queues_(n), alive_(n) {}
+      : n_(n), slotElems_(slotElems), nSlots_(nSlots), queues_(size_t(n) * n), alive_(n) {}
 
   size_t slotElems() const { return slotElems_; }
   // The chunk an algorithm may use per step: half a link, as the communicator does.
   size_t chunkElems() const { return std::max<size_t>(1, nSlots_ / 2 * slotElems_); }
 
-  // Queue i carries slices from rank i-1 to rank i.
-  void push(int to, std::vector<double> slice) {
+  // One bounded queue per ordered pair of ranks, like a link.
+  void push(int from, int to, std::vector<double> slice) {
     std::unique_lock lock(mutex_);
-    waitFor(lock, [&] { return queues_[to].size() < nSlots_; });
-    queues_[to].push_back(std::move(slice));
+    auto& q = queue(from, to);
+    waitFor(lock, [&] { return q.size() < nSlots_; });
+    q.push_back(std::move(slice));
     progressed();
   }
-  std::vector<double> pop(int self) {
+  std::vector<double> pop(int from, int self) {
     std::unique_lock lock(mutex_);
-    waitFor(lock, [&] { return !queues_[self].empty(); });
-    auto slice = std::move(queues_[self].front());
-    queues_[self].pop_front();
+    auto& q = queue(from, self);
+    waitFor(lock, [&] { return !q.empty(); });
+    auto slice = std::move(q.front());
+    q.pop_front();
     progressed();
     return slice;
   }
@@ -57,6 +59,12 @@ class FakeNetwork {
   int n() const { return n_; }
 
  private:
+  std::deque<std::vector<double>>& queue(int from, int to) {
+    if (from < 0 || from >= n_ || to < 0 || to >= n_ || from == to) {
+      throw std::logic_error("an algorithm named a bad peer");
+    }
+    return queues_[size_t(from) * n_ + to];
+  }
   // blocked_ counts ranks that blocked since the last change of state; when it reaches the
   // number of live ranks, none of them can ever move again.
   void progressed() {
@@ -96,13 +104,23 @@ class FakePrims {
  public:
   FakePrims(FakeNetwork& net, int rank, RedOp op, const std::vector<double>& in,
             std::vector<double>& out)
-      : net_(net), rank_(rank), op_(op), in_(in), out_(out) {}
+      : net_(net), rank_(rank), op_(op), in_(&in), out_(out) {}
 
   size_t sentElems = 0;
   size_t calls = 0;
+  std::vector<int> peersUsed;  // every rank named in setPeers
+
+  void setPeers(const int* recv, int nRecv, const int* send, int nSend) {
+    recv_.assign(recv, recv + nRecv);
+    send_.assign(send, send + nSend);
+    peersUsed.insert(peersUsed.end(), recv_.begin(), recv_.end());
+    peersUsed.insert(peersUsed.end(), send_.begin(), send_.end());
+  }
+  void useOutputAsInput() { in_ = &out_; }
 
   void send(size_t i, size_t n) { run(kIn | kSend, i, 0, n, false); }
   void recv(size_t o, size_t n) { run(kRecv | kOut, 0, o, n, false); }
+  void recvSend(size_t n) { run(kRecv | kSend, 0, 0, n, false); }
   void copySend(size_t i, size_t o, size_t n) { run(kIn | kOut | kSend, i, o, n, false); }
   void recvCopySend(size_t o, size_t n) { run(kRecv | kOut | kSend, 0, o, n, false); }
   void recvReduceSend(size_t i, size_t n) { run(kRecv | kIn | kSend, i, 0, n, false); }
@@ -115,45 +133,44 @@ class FakePrims {
   void localCopy(size_t i, size_t o, size_t n) { run(kIn | kOut, i, o, n, false); }
   void sendMarker() {
     ++calls;
-    net_.push((rank_ + 1) % net_.n(), {});
+    for (int to : send_) net_.push(rank_, to, {});
   }
   void recvMarker() {
     ++calls;
-    if (!net_.pop(rank_).empty()) throw std::logic_error("a marker carried data");
+    for (int from : recv_)
+      if (!net_.pop(from, rank_).empty()) throw std::logic_error("a marker carried data");
   }
 
  private:
   enum : unsigned { kRecv = 1, kIn = 2, kOut = 4, kSend = 8 };
 
-  double reduce(double a, double b) const { return refOp(op_, a, b); }
-
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool fin) {
     ++calls;
-    const int next = (rank_ + 1) % net_.n();
+    if (((what & kRecv) && recv_.empty()) || ((what & kSend) && send_.empty()) ||
+        ((what & kRecv) && !(what & kIn) && recv_.size() != 1)) {
+      throw std::logic_error("a primitive does not fit the peers set");
+    }
     for (size_t done = 0; done < n; done += net_.slotElems()) {
       const size_t k = std::min(net_.slotElems(), n - done);
-      std::vector<double> slice(k);
-      std::vector<double> got;
-      if (what & kRecv) {
-        got = net_.pop(rank_);
-        if (got.size() != k) throw std::logic_error("slice size differs between ranks");
+      std::vector<std::vector<double>> got;
+      for (int from : (what & kRecv) ? recv_ : std::vector<int>{}) {
+        got.push_back(net_.pop(from, rank_));
+        if (got.back().size() != k) throw std::logic_error("slice size differs between ranks");
       }
+      std::vector<double> slice(k);
       for (size_t e = 0; e < k; ++e) {
-        double v;
-        if ((what & kRecv) && (what & kIn)) {
-          v = reduce(in_.at(inOff + done + e), got[e]);
-          if (fin && op_ == RedOp::avg) v /= net_.n();
-        } else if (what & kRecv) {
-          v = got[e];
-        } else {
-          v = in_.at(inOff + done + e);
-        }
+        double v = (what & kIn) ? in_->at(inOff + done + e) : got.at(0)[e];
+        if (what & kIn)
+          for (auto& g : got) v = refOp(op_, v, g[e]);
+        if ((what & kIn) && !got.empty() && fin && op_ == RedOp::avg) v /= net_.n();
         if (what & kOut) out_.at(outOff + done + e) = v;
         slice[e] = v;
       }
       if (what & kSend) {
-        sentElems += k;
-        net_.push(next, std::move(slice));
+        for (int to : send_) {
+          sentElems += k;
+          net_.push(rank_, to, slice);
+        }
       }
     }
   }
@@ -161,8 +178,9 @@ class FakePrims {
   FakeNetwork& net_;
   int rank_;
   RedOp op_;
-  const std::vector<double>& in_;
+  const std::vector<double>* in_;
   std::vector<double>& out_;
+  std::vector<int> recv_, send_;
 };
 
 // Runs body(prims, rank) on n threads; returns each rank's elements sent; rethrows the

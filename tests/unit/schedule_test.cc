@@ -1,16 +1,19 @@
-// Every ring algorithm against the fake Prims for n = 1..9 and awkward counts: no deadlock
-// with bounded links, exact results, and the bytes a bandwidth-optimal ring sends.
+// Every algorithm against the fake Prims for n = 1..9 and awkward counts: no deadlock with
+// bounded links, exact results, untouched outputs where a collective must not write, and the
+// traffic the algorithm is meant to send.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
-#include "algorithms/ring.h"
+#include "algorithms/prims.h"
 #include "tests/harness/fake_prims.h"
 
 using gyre::RedOp;
 using gyre::test::FakeNetwork;
 using gyre::test::FakePrims;
 using gyre::test::runFake;
+namespace algo = gyre::algo;
 
 namespace {
 
@@ -21,19 +24,15 @@ std::vector<size_t> awkwardCounts(int n) {
   return c;
 }
 
+const RedOp kOps[] = {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg};
+
 double value(int rank, size_t i) {
   return double((rank * 7 + i * 3) % 11 + 1);
 }
 
 double reduceAll(RedOp op, int n, size_t i) {
   double acc = value(0, i);
-  for (int r = 1; r < n; ++r) {
-    const double v = value(r, i);
-    if (op == RedOp::sum || op == RedOp::avg) acc += v;
-    if (op == RedOp::prod) acc *= v;
-    if (op == RedOp::min) acc = std::min(acc, v);
-    if (op == RedOp::max) acc = std::max(acc, v);
-  }
+  for (int r = 1; r < n; ++r) acc = gyre::test::refOp(op, acc, value(r, i));
   return op == RedOp::avg ? acc / n : acc;
 }
 
@@ -44,53 +43,172 @@ size_t slotFor(size_t count) {
   return count > 100 ? 16 : 3;
 }
 
-}  // namespace
+using Inputs = std::vector<std::vector<double>>;
 
-TEST_CASE("ring all_reduce: every n, count and op; bounded links; 2(n-1)/n traffic") {
+Inputs inputs(int n, size_t count) {
+  Inputs in(n);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) in[r].push_back(value(r, i));
+  return in;
+}
+
+using AllReduceAlgo = void (*)(FakePrims&, int, int, size_t, size_t);
+
+void checkAllReduce(AllReduceAlgo run, bool ringTraffic) {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg}) {
+      for (RedOp op : kOps) {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(int(op));
         FakeNetwork net(n, slotFor(count), /*nSlots=*/4);
-        std::vector<std::vector<double>> in(n), out(n, std::vector<double>(count, kPoison));
-        for (int r = 0; r < n; ++r)
-          for (size_t i = 0; i < count; ++i) in[r].push_back(value(r, i));
-        auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-          gyre::algo::ringAllReduce(p, r, n, count, net.chunkElems());
-        });
+        Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+        auto sent = runFake(net, op, in, out,
+                            [&](FakePrims& p, int r) { run(p, r, n, count, net.chunkElems()); });
         size_t total = 0;
         for (int r = 0; r < n; ++r) {
           total += sent[r];
           for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
         }
         // Each element crosses n-1 links while reducing and n-1 while spreading.
-        CHECK(total == 2 * size_t(n - 1) * count);
+        if (ringTraffic) CHECK(total == 2 * size_t(n - 1) * count);
       }
     }
   }
 }
 
-TEST_CASE("ring all_gather: every n and count") {
-  for (int n = 1; n <= 9; ++n) {
-    for (size_t count : awkwardCounts(n)) {
-      CAPTURE(n);
-      CAPTURE(count);
-      FakeNetwork net(n, slotFor(count) - 1, 4);
-      std::vector<std::vector<double>> in(n), out(n, std::vector<double>(count * n, kPoison));
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) in[r].push_back(value(r, i));
-      auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
-        gyre::algo::ringAllGather(p, r, n, count, net.chunkElems());
-      });
-      size_t total = 0;
+}  // namespace
+
+TEST_CASE("ring all_reduce: every n, count and op; bounded links; 2(n-1)/n traffic") {
+  checkAllReduce(algo::ringAllReduce<FakePrims>, true);
+}
+
+TEST_CASE("double binary tree all_reduce: every n, count and op") {
+  // Both trees together move every element up and down n-1 edges, as the ring does.
+  checkAllReduce(algo::doubleTreeAllReduce<FakePrims>, true);
+}
+
+TEST_CASE("recursive doubling all_reduce: every n, count and op") {
+  checkAllReduce(algo::doublingAllReduce<FakePrims>, false);
+}
+
+TEST_CASE("double binary tree: two spanning trees; every rank is a leaf in one of them") {
+  for (int n = 1; n <= 70; ++n) {
+    CAPTURE(n);
+    int interiorInBoth = 0;
+    for (int which = 0; which < 2; ++which) {
+      std::vector<int> parentOf(n, -2);
+      int roots = 0;
       for (int r = 0; r < n; ++r) {
-        total += sent[r];
-        for (int src = 0; src < n; ++src)
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
+        const auto t = algo::doubleTreeNode(r, n, which);
+        REQUIRE(t.nChildren <= 2);
+        if (t.parent < 0) ++roots;
+        for (int i = 0; i < t.nChildren; ++i) {
+          const int c = t.children[i];
+          REQUIRE(c >= 0);
+          REQUIRE(c < n);
+          REQUIRE(parentOf[c] == -2);  // one parent each
+          parentOf[c] = r;
+          REQUIRE(algo::doubleTreeNode(c, n, which).parent == r);
+        }
       }
-      CHECK(total == size_t(n) * size_t(n - 1) * count);
+      CHECK(roots == 1);
+      for (int r = 0; r < n; ++r) {
+        // Every rank reaches the root in at most log2(n) + 2 steps: no cycles, shallow.
+        int steps = 0;
+        for (int v = r; algo::doubleTreeNode(v, n, which).parent >= 0; ++steps) {
+          v = algo::doubleTreeNode(v, n, which).parent;
+          REQUIRE(steps <= 20);
+        }
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (algo::doubleTreeNode(r, n, 0).nChildren > 0 &&
+          algo::doubleTreeNode(r, n, 1).nChildren > 0)
+        ++interiorInBoth;
+    }
+    // Odd n leaves one rank interior in both trees (NCCL's construction does the same).
+    CHECK(interiorInBoth <= (n % 2 ? 1 : 0));
+  }
+}
+
+TEST_CASE("binomial tree: spanning, rooted anywhere, log2(n) deep") {
+  for (int n = 1; n <= 40; ++n) {
+    for (int root = 0; root < n; ++root) {
+      CAPTURE(n);
+      CAPTURE(root);
+      std::vector<int> parentOf(n, -2);
+      for (int r = 0; r < n; ++r) {
+        const auto t = algo::binomialNode(r, n, root);
+        REQUIRE((t.parent < 0) == (r == root));
+        for (int i = 0; i < t.nChildren; ++i) {
+          REQUIRE(parentOf[t.children[i]] == -2);
+          parentOf[t.children[i]] = r;
+          REQUIRE(algo::binomialNode(t.children[i], n, root).parent == r);
+        }
+      }
+      int depth = 0;
+      while ((1 << depth) < n) ++depth;
+      for (int r = 0; r < n; ++r) {
+        int steps = 0;
+        for (int v = r; v != root; v = algo::binomialNode(v, n, root).parent) ++steps;
+        CHECK(steps <= depth);
+      }
+    }
+  }
+}
+
+TEST_CASE("all_gather: ring and Bruck, every n and count") {
+  for (bool bruck : {false, true}) {
+    for (int n = 1; n <= 9; ++n) {
+      for (size_t count : awkwardCounts(n)) {
+        CAPTURE(bruck);
+        CAPTURE(n);
+        CAPTURE(count);
+        FakeNetwork net(n, slotFor(count) - 1, 4);
+        Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+        auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+          if (bruck) {
+            algo::doublingAllGather(p, r, n, count, net.chunkElems());
+          } else {
+            algo::ringAllGather(p, r, n, count, net.chunkElems());
+          }
+        });
+        size_t total = 0;
+        for (int r = 0; r < n; ++r) {
+          total += sent[r];
+          for (int src = 0; src < n; ++src)
+            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
+        }
+        CHECK(total == size_t(n) * size_t(n - 1) * count);
+      }
+    }
+  }
+}
+
+TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
+  for (int n = 1; n <= 7; ++n) {
+    CAPTURE(n);
+    std::vector<size_t> counts(n), offsets(n);
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      counts[r] = size_t((r * 37) % 23) * (r % 3 != 1);
+      offsets[r] = total + 1;  // a gap between blocks must stay untouched
+      total = offsets[r] + counts[r];
+    }
+    FakeNetwork net(n, 3, 2);
+    Inputs in(n), out(n, std::vector<double>(total + 1, kPoison));
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < counts[r]; ++i) in[r].push_back(value(r, i));
+    runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+      algo::ringAllGatherBlocks(p, r, n, algo::VarBlocks{counts.data(), offsets.data()},
+                                net.chunkElems());
+    });
+    for (int r = 0; r < n; ++r) {
+      std::vector<double> want(total + 1, kPoison);
+      for (int src = 0; src < n; ++src)
+        for (size_t i = 0; i < counts[src]; ++i) want[offsets[src] + i] = value(src, i);
+      REQUIRE(out[r] == want);
     }
   }
 }
@@ -98,16 +216,14 @@ TEST_CASE("ring all_gather: every n and count") {
 TEST_CASE("ring reduce_scatter: every n, count and op") {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg}) {
+      for (RedOp op : kOps) {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(int(op));
         FakeNetwork net(n, slotFor(count), 2);
-        std::vector<std::vector<double>> in(n), out(n, std::vector<double>(count, kPoison));
-        for (int r = 0; r < n; ++r)
-          for (size_t i = 0; i < count * n; ++i) in[r].push_back(value(r, i));
+        Inputs in = inputs(n, count * n), out(n, std::vector<double>(count, kPoison));
         auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-          gyre::algo::ringReduceScatter(p, r, n, count, net.chunkElems());
+          algo::ringReduceScatter(p, r, n, count, net.chunkElems());
         });
         size_t total = 0;
         for (int r = 0; r < n; ++r) {
@@ -120,27 +236,158 @@ TEST_CASE("ring reduce_scatter: every n, count and op") {
   }
 }
 
-TEST_CASE("ring broadcast: every n, count and root") {
+TEST_CASE("broadcast: ring and binomial tree, every n, count and root") {
+  for (bool tree : {false, true}) {
+    for (int n = 1; n <= 9; ++n) {
+      for (size_t count : awkwardCounts(n)) {
+        for (int root = 0; root < n; ++root) {
+          CAPTURE(tree);
+          CAPTURE(n);
+          CAPTURE(count);
+          CAPTURE(root);
+          FakeNetwork net(n, slotFor(count), 4);
+          Inputs in(n), out(n, std::vector<double>(count, kPoison));
+          for (size_t i = 0; i < count; ++i) in[root].push_back(value(root, i));
+          auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+            if (tree) {
+              algo::binomialBroadcast(p, r, n, root, count);
+            } else {
+              algo::ringBroadcast(p, r, n, root, count, net.chunkElems());
+            }
+          });
+          size_t total = 0;
+          for (int r = 0; r < n; ++r) {
+            total += sent[r];
+            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, i));
+          }
+          CHECK(total == size_t(n - 1) * count);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("reduce: ring chain and binomial tree; only root's output is written") {
+  for (bool tree : {false, true}) {
+    for (int n = 1; n <= 9; ++n) {
+      for (size_t count : awkwardCounts(n)) {
+        for (RedOp op : kOps) {
+          for (int root = 0; root < n; root += 2) {
+            CAPTURE(tree);
+            CAPTURE(n);
+            CAPTURE(count);
+            CAPTURE(int(op));
+            CAPTURE(root);
+            FakeNetwork net(n, slotFor(count), 2);
+            Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+            auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
+              if (tree) {
+                algo::binomialReduce(p, r, n, root, count);
+              } else {
+                algo::ringReduce(p, r, n, root, count);
+              }
+            });
+            size_t total = 0;
+            for (int r = 0; r < n; ++r) {
+              total += sent[r];
+              for (size_t i = 0; i < count; ++i)
+                REQUIRE(out[r][i] == (r == root ? reduceAll(op, n, i) : kPoison));
+            }
+            CHECK(total == size_t(n - 1) * count);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gather and scatter chains: every n, count and root") {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {
       for (int root = 0; root < n; ++root) {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(root);
-        FakeNetwork net(n, slotFor(count), 4);
-        std::vector<std::vector<double>> in(n), out(n, std::vector<double>(count, kPoison));
-        for (size_t i = 0; i < count; ++i) in[root].push_back(value(root, i));
-        auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
-          gyre::algo::ringBroadcast(p, r, n, root, count, net.chunkElems());
-        });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, i));
+        {
+          FakeNetwork net(n, slotFor(count), 2);
+          Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+          runFake(net, RedOp::sum, in, out,
+                  [&](FakePrims& p, int r) { algo::ringGather(p, r, n, root, count); });
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count * n; ++i)
+              REQUIRE(out[r][i] == (r == root ? value(int(i / count), i % count) : kPoison));
         }
-        CHECK(total == size_t(n - 1) * count);
+        {
+          FakeNetwork net(n, slotFor(count), 2);
+          Inputs in(n), out(n, std::vector<double>(count, kPoison));
+          for (size_t i = 0; i < count * n; ++i) in[root].push_back(value(root, i));
+          runFake(net, RedOp::sum, in, out,
+                  [&](FakePrims& p, int r) { algo::ringScatter(p, r, n, root, count); });
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, r * count + i));
+        }
       }
     }
+  }
+}
+
+TEST_CASE("pairwise all_to_all: equal and variable blocks") {
+  for (int n = 1; n <= 9; ++n) {
+    for (size_t count : awkwardCounts(n)) {
+      CAPTURE(n);
+      CAPTURE(count);
+      FakeNetwork net(n, slotFor(count), 2);
+      Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
+      runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+        algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, net.chunkElems());
+      });
+      for (int r = 0; r < n; ++r)
+        for (int src = 0; src < n; ++src)
+          for (size_t i = 0; i < count; ++i)
+            REQUIRE(out[r][src * count + i] == value(src, r * count + i));
+    }
+    // Variable: rank s sends (s + 2d) % 5 * 3 elements to rank d.
+    auto amount = [](int s, int d) { return size_t((s + 2 * d) % 5) * 3; };
+    std::vector<std::vector<size_t>> sc(n), so(n), rc(n), ro(n);
+    Inputs in(n), out(n);
+    for (int r = 0; r < n; ++r) {
+      size_t s = 0, t = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[r].push_back(amount(r, p));
+        so[r].push_back(s);
+        s += amount(r, p);
+        rc[r].push_back(amount(p, r));
+        ro[r].push_back(t);
+        t += amount(p, r);
+      }
+      for (size_t i = 0; i < s; ++i) in[r].push_back(value(r, i));
+      out[r].assign(t, kPoison);
+    }
+    FakeNetwork net(n, 2, 2);
+    runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+      algo::pairwiseAllToAll(
+          p, r, n, algo::VarExchange{sc[r].data(), so[r].data(), rc[r].data(), ro[r].data()},
+          net.chunkElems());
+    });
+    for (int r = 0; r < n; ++r)
+      for (int src = 0; src < n; ++src)
+        for (size_t i = 0; i < rc[r][src]; ++i)
+          REQUIRE(out[r][ro[r][src] + i] == value(src, so[src][r] + i));
+  }
+}
+
+TEST_CASE("dissemination barrier: log2(n) rounds, no deadlock") {
+  for (int n = 1; n <= 9; ++n) {
+    FakeNetwork net(n, 1, 2);
+    Inputs in(n), out(n);
+    size_t steps = 0;
+    for (int d = 1; d < n; d *= 2) ++steps;
+    std::vector<size_t> calls(n);
+    runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+      algo::disseminationBarrier(p, r, n);
+      calls[r] = p.calls;
+    });
+    for (int r = 0; r < n; ++r) CHECK(calls[r] == 2 * steps);
   }
 }
 
@@ -149,6 +396,11 @@ TEST_CASE("the fake network reports a deadlock instead of hanging") {
   FakeNetwork net(2, 4, 2);
   std::vector<std::vector<double>> in(2, std::vector<double>(4, 1.0)),
       out(2, std::vector<double>(4));
-  CHECK_THROWS_AS(runFake(net, RedOp::sum, in, out, [](FakePrims& p, int) { p.recv(0, 4); }),
+  CHECK_THROWS_AS(runFake(net, RedOp::sum, in, out,
+                          [](FakePrims& p, int r) {
+                            const int peer = 1 - r;
+                            p.setPeers(&peer, 1, &peer, 1);
+                            p.recv(0, 4);
+                          }),
                   gyre::test::Deadlock);
 }

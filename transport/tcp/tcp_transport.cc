@@ -165,10 +165,11 @@ void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
 }
 
 std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int channel,
-                                                  Clock::time_point deadline) {
+                                                  Clock::time_point deadline,
+                                                  const Interrupt& interrupted) {
   if (peer.rank == config_.rank) fail(Code::internal, "tcp connect to self");
   return config_.rank < peer.rank ? dial(peer, channel, deadline)
-                                  : awaitAccepted(peer, channel, deadline);
+                                  : awaitAccepted(peer, channel, deadline, interrupted);
 }
 
 namespace {
@@ -305,13 +306,27 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
 }
 
 std::shared_ptr<Connection> TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
-                                                        Clock::time_point deadline) {
+                                                        Clock::time_point deadline,
+                                                        const Interrupt& interrupted) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(peer.rank, channel);
-  if (!accepted_cv_.wait_until(lock, deadline, [&] { return accepted_.count(key) != 0; })) {
-    fail(Code::timeout, "rank " + std::to_string(config_.rank) + ": timed out waiting for rank " +
-                            std::to_string(peer.rank) + " to connect (channel " +
-                            std::to_string(channel) + ")");
+  while (accepted_.count(key) == 0) {
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      fail(Code::timeout, "rank " + std::to_string(config_.rank) + ": timed out waiting for rank " +
+                              std::to_string(peer.rank) + " to connect (channel " +
+                              std::to_string(channel) + ")");
+    }
+    accepted_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)));
+    if (accepted_.count(key) == 0 && interrupted) {
+      lock.unlock();
+      const Status s = interrupted();
+      if (!s.ok()) {
+        throw Failure(s.code, "rank " + std::to_string(config_.rank) + ": waiting for rank " +
+                                  std::to_string(peer.rank) + " to connect: " + s.message);
+      }
+      lock.lock();
+    }
   }
   auto socket = std::move(accepted_.at(key));
   accepted_.erase(key);

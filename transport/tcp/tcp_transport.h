@@ -25,8 +25,8 @@ class TcpTransport : public Transport {
     return peer.tcpPort != 0;
   }
   void publish(PeerInfo& self) override;
-  std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel,
-                                      Clock::time_point deadline) override;
+  std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted) override;
   // Stops accepting; from the user thread before the loop stops.
   void shutdown();
 
@@ -38,7 +38,8 @@ class TcpTransport : public Transport {
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
   std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel, Clock::time_point deadline);
   std::shared_ptr<Connection> awaitAccepted(const PeerInfo& peer, int channel,
-                                            Clock::time_point deadline);
+                                            Clock::time_point deadline,
+                                            const Interrupt& interrupted);
 
   EventLoop& loop_;
   const LinkConfig config_;

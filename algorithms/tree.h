@@ -1,0 +1,157 @@
+// Tree algorithms over the primitives: a binomial tree (reduce and broadcast of small
+// messages: log2(n) steps instead of n-1) and NCCL's double binary tree for all-reduce
+// (two complementary trees, each carrying half the data, so every rank is a leaf in one of
+// them and the work of interior nodes is balanced).
+#pragma once
+
+#include "algorithms/common.h"
+
+namespace gyre::algo {
+
+struct TreeNode {
+  int parent = -1;  // -1 at the root
+  int nChildren = 0;
+  int children[kMaxTreeChildren] = {};
+};
+
+// Binomial tree rooted at `root`: relative rank v's parent is v without its lowest set bit;
+// its children are v + 2^k for every 2^k below that bit, the largest subtree first.
+GYRE_HD inline TreeNode binomialNode(int rank, int n, int root) {
+  TreeNode t;
+  const int v = mod(rank - root, n);
+  if (v != 0) t.parent = mod((v & (v - 1)) + root, n);
+  int low = 1;
+  while (low < n && !(v & low)) low <<= 1;  // v's lowest set bit (n or more for v = 0)
+  for (int step = low >> 1; step >= 1; step >>= 1) {
+    if (v + step < n) t.children[t.nChildren++] = mod(v + step + root, n);
+  }
+  return t;
+}
+
+// One binary tree over 0..n-1 in in-order layout: rank r sits at the level of its lowest set
+// bit; 0 is the root and has one child, the largest power of two below n.
+GYRE_HD inline TreeNode binaryNode(int r, int n) {
+  TreeNode t;
+  if (n == 1) return t;
+  if (r == 0) {
+    int top = 1;
+    while (top * 2 < n) top *= 2;
+    t.children[t.nChildren++] = top;
+    return t;
+  }
+  const int bit = r & -r;
+  int up = (r ^ bit) | (bit << 1);
+  t.parent = up < n ? up : (r ^ bit);
+  const int half = bit >> 1;
+  if (half == 0) return t;  // odd ranks are leaves
+  t.children[t.nChildren++] = r - half;
+  for (int h = half; h >= 1; h >>= 1) {  // the right child, or the nearest one inside n
+    if (r + h < n) {
+      t.children[t.nChildren++] = r + h;
+      break;
+    }
+  }
+  return t;
+}
+
+// Tree `which` (0 or 1) of the double binary tree. Tree 1 relabels tree 0 so that tree 0's
+// leaves (the odd ranks) are interior nodes in tree 1: mirrored for even n, shifted by one
+// for odd n.
+GYRE_HD inline TreeNode doubleTreeNode(int rank, int n, int which) {
+  if (which == 0) return binaryNode(rank, n);
+  const bool mirror = n % 2 == 0;
+  auto toVirtual = [&](int r) { return mirror ? n - 1 - r : mod(r - 1, n); };
+  auto toReal = [&](int v) { return mirror ? n - 1 - v : mod(v + 1, n); };
+  TreeNode t = binaryNode(toVirtual(rank), n);
+  if (t.parent >= 0) t.parent = toReal(t.parent);
+  for (int i = 0; i < t.nChildren; ++i) t.children[i] = toReal(t.children[i]);
+  return t;
+}
+
+// Up a tree: leaves send, interior nodes add their children's partial results to their
+// input and send on, the root finishes the reduction into its output. With `down`, the root
+// also starts sending the result back to its children in the same pass.
+template <class Prims>
+GYRE_HD void treeUp(Prims& p, const TreeNode& t, size_t off, size_t len, bool down) {
+  if (len == 0) return;
+  if (t.parent < 0) {
+    if (down) {
+      p.setPeers(t.children, t.nChildren, t.children, t.nChildren);
+      p.recvReduceCopySend(off, off, len, /*final=*/true);
+    } else {
+      p.setPeers(t.children, t.nChildren, nullptr, 0);
+      p.recvReduceCopy(off, off, len, /*final=*/true);
+    }
+    return;
+  }
+  p.setPeers(t.children, t.nChildren, &t.parent, 1);
+  if (t.nChildren == 0) {
+    p.send(off, len);
+  } else {
+    p.recvReduceSend(off, len);
+  }
+}
+
+// Down a tree from its root: every non-root rank receives into its output and forwards.
+template <class Prims>
+GYRE_HD void treeDown(Prims& p, const TreeNode& t, size_t off, size_t len) {
+  if (len == 0 || t.parent < 0) return;
+  p.setPeers(&t.parent, 1, t.children, t.nChildren);
+  if (t.nChildren == 0) {
+    p.recv(off, len);
+  } else {
+    p.recvCopySend(off, len);
+  }
+}
+
+// recv[i] on root = op over ranks of send[i]; other ranks' recv is not touched.
+template <class Prims>
+GYRE_HD void binomialReduce(Prims& p, int rank, int n, int root, size_t count) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  treeUp(p, binomialNode(rank, n, root), 0, count, /*down=*/false);
+}
+
+// recv[i] = send of root [i] on every rank.
+template <class Prims>
+GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count) {
+  if (n == 1 || rank == root) {
+    if (n > 1 && count > 0) {
+      const TreeNode t = binomialNode(rank, n, root);
+      p.setPeers(nullptr, 0, t.children, t.nChildren);
+      p.copySend(0, 0, count);
+    } else {
+      p.localCopy(0, 0, count);
+    }
+    return;
+  }
+  treeDown(p, binomialNode(rank, n, root), 0, count);
+}
+
+// All-reduce over the double binary tree. Each round gives each tree half of at most
+// `chunkElems` elements; a link carries at most one chunk of each tree per direction and
+// round, so rounds fit the links whatever the order ranks reach them in. Ranks at different
+// depths work on different trees and rounds at once, so both trees' links stay busy.
+template <class Prims>
+GYRE_HD void doubleTreeAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  const TreeNode a = doubleTreeNode(rank, n, 0), b = doubleTreeNode(rank, n, 1);
+  const size_t half = chunkElems / 2 > 0 ? chunkElems / 2 : 1;
+  for (size_t base = 0; base < count; base += 2 * half) {
+    const size_t part = min_(2 * half, count - base);
+    const size_t aLen = divUp(part, 2), bLen = part - aLen;
+    // Tree a's pass, then tree b's: every link then carries its pieces in the order both
+    // ends handle them, even where a root sends down while the other tree still goes up.
+    treeUp(p, a, base, aLen, /*down=*/true);
+    treeDown(p, a, base, aLen);
+    treeUp(p, b, base + aLen, bLen, /*down=*/true);
+    treeDown(p, b, base + aLen, bLen);
+  }
+}
+
+}  // namespace gyre::algo

@@ -1,0 +1,105 @@
+// The communicator's state, shared by communicator.cc (set-up, teardown, split, the worker),
+// collectives.cc (argument checks and algorithm choice) and group.cc (fusion and batching).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "algorithms/host_prims.h"
+#include "algorithms/peer_recorder.h"
+#include "runtime/communicator.h"
+#include "runtime/tuner.h"
+#include "transport/transport.h"
+
+namespace gyre {
+
+class Bootstrap;
+class EventLoop;
+class FailureBoard;
+class StoreServer;
+class TcpTransport;
+
+struct Communicator::Impl {
+  CommConfig config;
+  std::string storeNamespace;                 // this communicator's prefix in the store
+  std::shared_ptr<Store> rootStore;           // the job's store, shared with children
+  std::shared_ptr<StoreServer> hostedServer;  // rank 0, torch-style; children keep it alive
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<FailureBoard> board;
+  std::vector<PeerInfo> peers;
+  std::unique_ptr<EventLoop> loop;
+  std::unique_ptr<TcpTransport> tcp;
+  std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
+  std::unique_ptr<Tuner> tuner;
+  int splits = 0;                       // split() calls so far: names children's namespaces
+  std::vector<std::byte> groupStaging;  // fused all-reduces of groups
+
+  std::mutex opMutex;
+  uint64_t seq = 0;
+  std::vector<uint64_t> sentTo, receivedFrom;     // point-to-point sequence numbers per peer
+  std::unordered_map<int, Algorithm> lastChoice;  // per collective, to log changes only
+  std::atomic<bool> abortFlag{false};
+  mutable std::mutex poisonMutex;
+  Status poison;
+
+  // The worker thread of async(): started on first use.
+  std::mutex queueMutex;
+  std::condition_variable queueChanged;
+  std::deque<std::function<void()>> queue;
+  size_t unfinished = 0;  // queued or running
+  bool stopWorker = false;
+  std::thread worker;
+
+  ~Impl();
+  std::string who() const { return "rank " + std::to_string(config.rank); }
+
+  void init(const std::string& explicitNamespace);
+  std::shared_ptr<Store> openStore();
+  Connection& connection(int peer, int channel);
+  size_t chunkElems(DataType type) const {
+    return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
+  }
+
+  void setPoison(const Status& s) {
+    std::lock_guard lock(poisonMutex);
+    if (poison.ok()) poison = s;
+  }
+  Status poisoned() const {
+    std::lock_guard lock(poisonMutex);
+    return poison;
+  }
+
+  // Waits until every asynchronous call issued earlier finished (issue order).
+  void drainQueue();
+  // Runs `body(ctx)` under the op lock with a fresh sequence number. Point-to-point calls
+  // (`p2p`) are numbered by `body` per pair and direction (sentTo, receivedFrom): other
+  // ranks take no part, so they neither count nor publish progress.
+  void run(OpDesc desc, const std::function<void(const OpContext&)>& body, bool p2p = false);
+  // The sends and receives of a group, all moving together in rounds (group.cc).
+  void sendRecvBatch(const std::vector<GroupOp>& ops);
+  // Opens the connections `algo` needs, in ascending rank order (every rank dials the higher
+  // ranks and waits for the lower, so no two ranks wait on each other), then runs it.
+  template <class Algo>
+  void execute(const OpContext& ctx, const void* input, void* output, Algo&& algo) {
+    PeerRecorder recorder;
+    algo(recorder);
+    for (int peer : recorder.peers()) connection(peer, 0);
+    HostPrims prims(
+        ctx, [this](int peer) -> Connection& { return connection(peer, 0); }, input, output);
+    algo(prims);
+  }
+  Algorithm choose(Collective coll, size_t bytes);
+
+  void checkType(const char* what, DataType type, RedOp op) const;
+  void checkRoot(const char* what, int root, const char* role = "root") const;
+  void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
+                    size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
+  size_t checkedBytes(const char* what, size_t count, DataType type, size_t blocks = 1) const;
+};
+
+}  // namespace gyre

@@ -1,0 +1,131 @@
+#include "runtime/tuner.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "runtime/status.h"
+
+namespace gyre {
+
+namespace {
+
+// Measured on loopback tcp with gyre-bench (docs/tuning.md): the 8-byte all-reduce at n = 2
+// is two dependent steps; busbw at 64 MiB gives the per-link bandwidth.
+constexpr double kTcpAlphaUs = 14.0;
+constexpr double kTcpBetaBytesUs = 1500.0;
+// Bruck's steps double in size and run one after another: no pipelining across them.
+constexpr double kBruckPenalty = 1.2;
+
+double log2Ceil(int n) {
+  int steps = 0;
+  while ((1 << steps) < n) ++steps;
+  return steps;
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::tree:
+      return "tree";
+    case Algorithm::doubling:
+      return "rd";
+    case Algorithm::pairwise:
+      return "pairwise";
+    case Algorithm::dissemination:
+      return "dissemination";
+  }
+  return "?";
+}
+
+Tuner::Tuner(LinkCost link, const std::string& forced) : link_(link) {
+  if (forced.empty()) return;
+  forced_ = true;
+  if (forced == "ring") {
+    forcedAlgorithm_ = Algorithm::ring;
+  } else if (forced == "tree") {
+    forcedAlgorithm_ = Algorithm::tree;
+  } else if (forced == "rd") {
+    forcedAlgorithm_ = Algorithm::doubling;
+  } else {
+    fail(Code::invalid_argument, "GYRE_ALGO='" + forced + "' is not one of ring, tree, rd");
+  }
+}
+
+LinkCost Tuner::tcpLoopback() {
+  return {kTcpAlphaUs, kTcpBetaBytesUs};
+}
+
+// Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
+// busiest link carries per byte of the collective's size.
+double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {
+  const double b = double(bytes), lg = log2Ceil(n), nn = n;
+  double steps = -1, factor = 0;
+  switch (coll) {
+    case Collective::all_reduce:
+      if (a == Algorithm::ring) steps = 2 * (nn - 1), factor = 2 * (nn - 1) / nn;
+      if (a == Algorithm::tree) steps = 2 * lg, factor = nn > 2 ? 1.5 : 1;
+      if (a == Algorithm::doubling) {
+        const bool pow2 = (n & (n - 1)) == 0;
+        steps = std::floor(std::log2(nn)) + (pow2 ? 0 : 2);
+        factor = std::floor(std::log2(nn)) + (pow2 ? 0 : 2);
+      }
+      break;
+    case Collective::all_gather:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn * kBruckPenalty;
+      break;
+    case Collective::broadcast:
+    case Collective::reduce:
+      if (a == Algorithm::ring) steps = nn - 1, factor = 1;
+      if (a == Algorithm::tree) steps = lg, factor = lg;  // the root feeds lg children
+      break;
+    case Collective::reduce_scatter:
+    case Collective::gather:
+    case Collective::scatter:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::all_to_all:
+    case Collective::all_to_all_v:
+      if (a == Algorithm::pairwise) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::all_gather_v:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::barrier:
+      if (a == Algorithm::dissemination) steps = lg;
+      break;
+    case Collective::send_recv:
+      if (a == Algorithm::pairwise) steps = 1, factor = 1;
+      break;
+  }
+  if (steps < 0) return -1;
+  return steps * link_.alphaUs + b * factor / link_.betaBytesUs;
+}
+
+Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
+  constexpr Algorithm all[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
+                               Algorithm::pairwise, Algorithm::dissemination};
+  if (forced_) {
+    const double t = predictUs(forcedAlgorithm_, coll, bytes, n);
+    if (t >= 0) return {forcedAlgorithm_, t, "forced by GYRE_ALGO"};
+  }
+  Choice best{Algorithm::ring, -1, ""};
+  std::ostringstream why;
+  why.precision(3);
+  for (Algorithm a : all) {
+    const double t = predictUs(a, coll, bytes, n);
+    if (t < 0) continue;
+    why << (best.predictedUs < 0 ? "" : ", ") << algorithmName(a) << " " << t << " us";
+    if (best.predictedUs < 0 || t < best.predictedUs) best = {a, t, ""};
+  }
+  best.why = "predicted " + why.str();
+  if (forced_)
+    best.why += " (GYRE_ALGO=" + std::string(algorithmName(forcedAlgorithm_)) +
+                " does not implement " + collectiveName(coll) + ")";
+  return best;
+}
+
+}  // namespace gyre

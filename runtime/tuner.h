@@ -1,0 +1,46 @@
+// Picks the algorithm for each call from a cost model, time = steps·α + bytes·factor/β,
+// with α and β per link kind (docs/tuning.md has the model, the measured defaults and how
+// they were measured). GYRE_ALGO forces an algorithm where the collective has it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "gyre/types.h"
+
+namespace gyre {
+
+enum class Algorithm : uint8_t { ring, tree, doubling, pairwise, dissemination };
+const char* algorithmName(Algorithm a);  // "ring", "tree", "rd", ...
+
+struct LinkCost {
+  double alphaUs;      // fixed cost of one dependent step, microseconds
+  double betaBytesUs;  // bytes per microsecond one link sustains
+};
+
+struct Choice {
+  Algorithm algorithm;
+  double predictedUs;
+  std::string why;  // for GYRE_DEBUG=INFO
+};
+
+class Tuner {
+ public:
+  // `forced`: "" (choose), "ring", "tree" or "rd"; anything else throws InvalidArgument.
+  Tuner(LinkCost link, const std::string& forced);
+  // The tcp figures measured on loopback (docs/tuning.md).
+  static LinkCost tcpLoopback();
+
+  // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
+  // broadcast and reduce, the gathered (or scattered) whole for the others.
+  Choice choose(Collective coll, size_t bytes, int nranks) const;
+  // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
+  double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
+
+ private:
+  LinkCost link_;
+  bool forced_ = false;
+  Algorithm forcedAlgorithm_ = Algorithm::ring;
+};
+
+}  // namespace gyre
