@@ -1,5 +1,6 @@
 // The C API: argument checks that need no communicator, exceptions turned into result codes,
 // and the last error message kept per thread.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -12,6 +13,10 @@
 
 struct gyreComm {
   std::unique_ptr<gyre::Communicator> impl;
+};
+
+struct gyreWork {
+  std::vector<std::shared_ptr<gyre::Work>> parts;  // one per communicator of the group
 };
 
 namespace {
@@ -71,6 +76,53 @@ constexpr char kIdMagic[4] = {'G', 'Y', 'U', '2'};
 constexpr size_t kIdHostOffset = 7, kIdHostMax = 46, kIdJobOffset = kIdHostOffset + kIdHostMax,
                  kIdSecretOffset = kIdJobOffset + 32;
 static_assert(kIdSecretOffset + 32 <= GYRE_UNIQUE_ID_BYTES, "unique id layout");
+
+// Calls deferred between gyreGroupStart and gyreGroupEnd on this thread.
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<gyreComm_t, gyre::GroupOp>> ops;
+};
+thread_local GroupState group;
+
+// Defers `op` when a group is open; returns false when the caller should run it now.
+bool deferred(gyreComm_t comm, gyre::GroupOp op) {
+  if (group.depth == 0) return false;
+  commOf(comm);
+  group.ops.emplace_back(comm, std::move(op));
+  return true;
+}
+
+// The group's calls per communicator, in order of first use.
+std::vector<std::pair<gyreComm_t, std::vector<gyre::GroupOp>>> takeGroup() {
+  std::vector<std::pair<gyreComm_t, std::vector<gyre::GroupOp>>> byComm;
+  for (auto& [comm, op] : group.ops) {
+    auto it = std::find_if(byComm.begin(), byComm.end(), [&](auto& e) { return e.first == comm; });
+    if (it == byComm.end()) it = byComm.insert(byComm.end(), {comm, {}});
+    it->second.push_back(std::move(op));
+  }
+  group.ops.clear();
+  return byComm;
+}
+
+// Calls that groups run in their place, unfused.
+template <class Call>
+void runOrDefer(gyreComm_t comm, Call call) {
+  gyre::GroupOp g;
+  g.other = call;
+  if (!deferred(comm, g)) call(commOf(comm));
+}
+
+gyre::GroupOp groupOp(gyre::Collective coll, const void* send, void* recv, size_t count,
+                      gyre::DataType type, gyre::RedOp op = gyre::RedOp::sum) {
+  gyre::GroupOp g;
+  g.coll = coll;
+  g.send = send;
+  g.recv = recv;
+  g.count = count;
+  g.type = type;
+  g.op = op;
+  return g;
+}
 
 std::mutex serversMutex;
 std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
@@ -201,7 +253,9 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            gyreStream_t stream) {
   return guarded([&] {
     requireStream(stream);
-    commOf(comm).allReduce(sendbuff, recvbuff, count, typeOf(datatype), opOf(op));
+    auto g = groupOp(gyre::Collective::all_reduce, sendbuff, recvbuff, count, typeOf(datatype),
+                     opOf(op));
+    if (!deferred(comm, g)) commOf(comm).allReduce(sendbuff, recvbuff, count, g.type, g.op);
   });
 }
 
@@ -209,7 +263,8 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
     requireStream(stream);
-    commOf(comm).allGather(sendbuff, recvbuff, sendcount, typeOf(datatype));
+    auto g = groupOp(gyre::Collective::all_gather, sendbuff, recvbuff, sendcount, typeOf(datatype));
+    if (!deferred(comm, g)) commOf(comm).allGather(sendbuff, recvbuff, sendcount, g.type);
   });
 }
 
@@ -218,7 +273,9 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                gyreStream_t stream) {
   return guarded([&] {
     requireStream(stream);
-    commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, typeOf(datatype), opOf(op));
+    auto g = groupOp(gyre::Collective::reduce_scatter, sendbuff, recvbuff, recvcount,
+                     typeOf(datatype), opOf(op));
+    if (!deferred(comm, g)) commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, g.type, g.op);
   });
 }
 
@@ -227,7 +284,206 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            gyreStream_t stream) {
   return guarded([&] {
     requireStream(stream);
-    commOf(comm).broadcast(sendbuff, recvbuff, count, typeOf(datatype), root);
+    auto g = groupOp(gyre::Collective::broadcast, sendbuff, recvbuff, count, typeOf(datatype));
+    g.root = root;
+    if (!deferred(comm, g)) commOf(comm).broadcast(sendbuff, recvbuff, count, g.type, root);
+  });
+}
+
+gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
+                        gyreRedOp_t op, int root, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    auto g =
+        groupOp(gyre::Collective::reduce, sendbuff, recvbuff, count, typeOf(datatype), opOf(op));
+    g.root = root;
+    if (!deferred(comm, g)) commOf(comm).reduce(sendbuff, recvbuff, count, g.type, g.op, root);
+  });
+}
+
+gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
+                        int root, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    const auto type = typeOf(datatype);
+    runOrDefer(comm,
+               [=](gyre::Communicator& c) { c.gather(sendbuff, recvbuff, count, type, root); });
+  });
+}
+
+gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         gyreDataType_t datatype, int root, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    const auto type = typeOf(datatype);
+    runOrDefer(comm,
+               [=](gyre::Communicator& c) { c.scatter(sendbuff, recvbuff, count, type, root); });
+  });
+}
+
+gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                          gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    const auto type = typeOf(datatype);
+    runOrDefer(comm, [=](gyre::Communicator& c) { c.allToAll(sendbuff, recvbuff, count, type); });
+  });
+}
+
+gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                            const size_t* recvcounts, const size_t* displs, gyreDataType_t datatype,
+                            gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    const auto type = typeOf(datatype);
+    runOrDefer(comm, [=](gyre::Communicator& c) {
+      c.allGatherV(sendbuff, sendcount, recvbuff, recvcounts, displs, type);
+    });
+  });
+}
+
+gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                           void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                           gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    const auto type = typeOf(datatype);
+    runOrDefer(comm, [=](gyre::Communicator& c) {
+      c.allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, type);
+    });
+  });
+}
+
+gyreResult_t gyreBarrier(gyreComm_t comm) {
+  return guarded([&] { runOrDefer(comm, [](gyre::Communicator& c) { c.barrier(); }); });
+}
+
+gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
+                      gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    auto g = groupOp(gyre::Collective::send_recv, sendbuff, nullptr, count, typeOf(datatype));
+    g.peer = peer;
+    g.isSend = true;
+    if (!deferred(comm, g)) commOf(comm).send(sendbuff, count, g.type, peer);
+  });
+}
+
+gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                      gyreComm_t comm, gyreStream_t stream) {
+  return guarded([&] {
+    requireStream(stream);
+    auto g = groupOp(gyre::Collective::send_recv, nullptr, recvbuff, count, typeOf(datatype));
+    g.peer = peer;
+    if (!deferred(comm, g)) commOf(comm).recv(recvbuff, count, g.type, peer);
+  });
+}
+
+gyreResult_t gyreGroupStart(void) {
+  ++group.depth;
+  return gyreSuccess;
+}
+
+gyreResult_t gyreGroupEnd(void) {
+  return guarded([&] {
+    if (group.depth == 0)
+      gyre::fail(gyre::Code::invalid_usage, "gyreGroupEnd without gyreGroupStart");
+    if (--group.depth > 0) return;
+    // Every communicator runs its part even when an earlier one failed; the first error wins.
+    std::unique_ptr<gyre::Failure> first;
+    for (auto& [comm, ops] : takeGroup()) {
+      try {
+        commOf(comm).runGroup(ops);
+      } catch (const gyre::Failure& f) {
+        if (!first) first = std::make_unique<gyre::Failure>(f);
+      }
+    }
+    if (first) throw *first;
+  });
+}
+
+gyreResult_t gyreGroupEndAsync(gyreWork_t* work) {
+  return guarded([&] {
+    if (!work) gyre::fail(gyre::Code::invalid_argument, "work is null");
+    *work = nullptr;
+    if (group.depth == 0) {
+      gyre::fail(gyre::Code::invalid_usage, "gyreGroupEndAsync without gyreGroupStart");
+    }
+    if (--group.depth > 0) {
+      gyre::fail(gyre::Code::invalid_usage, "gyreGroupEndAsync inside a nested group");
+    }
+    auto handle = std::make_unique<gyreWork>();
+    for (auto& [comm, ops] : takeGroup()) {
+      handle->parts.push_back(
+          commOf(comm).async([ops = std::move(ops)](gyre::Communicator& c) { c.runGroup(ops); }));
+    }
+    *work = handle.release();
+  });
+}
+
+gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs) {
+  return guarded([&] {
+    if (!work) gyre::fail(gyre::Code::invalid_argument, "work is null");
+    if (timeoutMs < 0) gyre::fail(gyre::Code::invalid_argument, "timeoutMs is negative");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    for (auto& part : work->parts) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const gyre::Status s = part->wait(std::max(left, std::chrono::milliseconds(0)));
+      if (!s.ok()) throw gyre::Failure(s);
+    }
+  });
+}
+
+gyreResult_t gyreWorkTest(gyreWork_t work, int* done) {
+  return guarded([&] {
+    if (!work || !done) gyre::fail(gyre::Code::invalid_argument, "work or done is null");
+    *done = 1;
+    for (auto& part : work->parts)
+      if (!part->test()) *done = 0;
+  });
+}
+
+gyreResult_t gyreWorkFree(gyreWork_t work) {
+  return guarded([&] {
+    if (!work) return;
+    for (auto& part : work->parts) part->wait(std::chrono::hours(24 * 365));
+    delete work;
+  });
+}
+
+gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
+                           const gyreConfig_t* config) {
+  return guarded([&] {
+    if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
+    *newcomm = nullptr;
+    if (color < 0 && color != GYRE_SPLIT_NOCOLOR) {
+      gyre::fail(gyre::Code::invalid_argument, "color must be >= 0 or GYRE_SPLIT_NOCOLOR");
+    }
+    gyre::CommConfig overrides;
+    overrides.timeout = std::chrono::milliseconds(0);
+    overrides.nSlots = 0;
+    overrides.slotBytes = 0;
+    if (config) {
+      if (config->size < sizeof(gyreConfig_t) || config->timeoutMs < 0 || config->slotBytes < 0 ||
+          config->nSlots < 0) {
+        gyre::fail(gyre::Code::invalid_argument,
+                   "gyreConfig_t is malformed: start from GYRE_CONFIG_INITIALIZER");
+      }
+      overrides.timeout = std::chrono::milliseconds(config->timeoutMs);
+      overrides.slotBytes = size_t(config->slotBytes);
+      overrides.nSlots = uint32_t(config->nSlots);
+    }
+    auto child = commOf(comm).split(color, key, &overrides);
+    if (child) *newcomm = new gyreComm{std::move(child)};
+  });
+}
+
+gyreResult_t gyreCommDup(gyreComm_t comm, gyreComm_t* newcomm) {
+  return guarded([&] {
+    if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
+    *newcomm = nullptr;
+    *newcomm = new gyreComm{commOf(comm).dup()};
   });
 }
 

@@ -187,7 +187,7 @@ std::unique_ptr<Communicator> Communicator::create(CommConfig config) {
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
 }
 
-std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const CommConfig* overrides) {
   auto& d = *impl_;
   d.drainQueue();
   std::unique_ptr<Impl> child;
@@ -214,6 +214,11 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     child->config = d.config;
     child->config.rank = int(me - members.begin());
     child->config.nranks = int(members.size());
+    if (overrides) {
+      if (overrides->timeout.count()) child->config.timeout = overrides->timeout;
+      if (overrides->nSlots) child->config.nSlots = overrides->nSlots;
+      if (overrides->slotBytes) child->config.slotBytes = overrides->slotBytes;
+    }
     child->rootStore = d.rootStore;
     child->hostedServer = d.hostedServer;
     child->init(d.storeNamespace + "/split" + std::to_string(index) + "/color" +

@@ -15,6 +15,8 @@
 
 namespace gyre {
 
+class Communicator;
+
 // One deferred call of a group (gyreGroupStart/End): what runGroup fuses and batches.
 struct GroupOp {
   Collective coll = Collective::all_reduce;  // all_reduce, broadcast, reduce, all_gather,
@@ -27,6 +29,8 @@ struct GroupOp {
   int root = -1;        // broadcast/reduce root
   int peer = -1;        // send_recv: the other rank
   bool isSend = false;  // send_recv: this rank sends (else receives)
+  // Any other call: run in its place, as is.
+  std::function<void(Communicator&)> other;
 };
 
 class Communicator {
@@ -79,7 +83,8 @@ class Communicator {
   // by rank here. Every rank calls it; ranks passing a negative color get null. Children meet
   // through the same rendezvous and own their connections: destroying the parent leaves them
   // working.
-  std::unique_ptr<Communicator> split(int color, int key);
+  // Non-zero `overrides` fields (timeout, nSlots, slotBytes) replace the parent's.
+  std::unique_ptr<Communicator> split(int color, int key, const CommConfig* overrides = nullptr);
   std::unique_ptr<Communicator> dup() { return split(0, rank()); }
 
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.

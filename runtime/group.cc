@@ -29,6 +29,11 @@ void Communicator::runGroup(const std::vector<GroupOp>& ops) {
   std::vector<GroupOp> p2p;
   for (size_t i = 0; i < ops.size();) {
     const GroupOp& op = ops[i];
+    if (op.other) {
+      op.other(*this);
+      ++i;
+      continue;
+    }
     if (op.coll == Collective::send_recv) {
       p2p.push_back(op);
       ++i;
@@ -36,7 +41,8 @@ void Communicator::runGroup(const std::vector<GroupOp>& ops) {
     }
     size_t j = i + 1;
     size_t total = op.count;
-    while (j < ops.size() && (fusable(op, ops[j]) || ops[j].coll == Collective::send_recv)) {
+    while (j < ops.size() && !ops[j].other &&
+           (fusable(op, ops[j]) || ops[j].coll == Collective::send_recv)) {
       if (ops[j].coll != Collective::send_recv) total += ops[j].count;
       ++j;
     }

@@ -62,6 +62,11 @@ typedef enum {
 } gyreRedOp_t;
 
 typedef struct gyreComm* gyreComm_t;
+/* Asynchronous work started by gyreGroupEndAsync. */
+typedef struct gyreWork* gyreWork_t;
+
+/* Color for ranks that take no part in a gyreCommSplit. */
+#define GYRE_SPLIT_NOCOLOR (-1)
 
 /* Self-contained bootstrap token: rendezvous address, random job id, secret. */
 typedef struct {
@@ -120,6 +125,63 @@ GYRE_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, si
 GYRE_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                     gyreDataType_t datatype, int root, gyreComm_t comm,
                                     gyreStream_t stream);
+
+/* recvbuff (count elements) is written on root only; other ranks may pass NULL. */
+GYRE_API gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 gyreDataType_t datatype, gyreRedOp_t op, int root, gyreComm_t comm,
+                                 gyreStream_t stream);
+/* count elements per rank; recvbuff (nranks * count) is used on root only. In place when
+ * sendbuff == recvbuff + root*count on root. */
+GYRE_API gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count,
+                                 gyreDataType_t datatype, int root, gyreComm_t comm,
+                                 gyreStream_t stream);
+/* count elements per rank; sendbuff (nranks * count) is read on root only. In place when
+ * recvbuff == sendbuff + root*count on root. */
+GYRE_API gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                  gyreDataType_t datatype, int root, gyreComm_t comm,
+                                  gyreStream_t stream);
+/* count elements to and from every rank; buffers hold nranks * count and must not overlap. */
+GYRE_API gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* Rank r contributes recvcounts[r] elements, placed at recvbuff + displs[r] (in elements). */
+GYRE_API gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                                     const size_t* recvcounts, const size_t* displs,
+                                     gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream);
+/* sendcounts[r] elements at sendbuff + sdispls[r] go to rank r, which places them at its
+ * recvbuff + rdispls[sender]; each pair of ranks must agree on its counts. */
+GYRE_API gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts,
+                                    const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                    const size_t* rdispls, gyreDataType_t datatype, gyreComm_t comm,
+                                    gyreStream_t stream);
+GYRE_API gyreResult_t gyreBarrier(gyreComm_t comm);
+/* Point to point; the peer makes the matching call. Outside a group a send may wait for the
+ * receiver; inside one, every send and receive of the group moves together. */
+GYRE_API gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype,
+                               int peer, gyreComm_t comm, gyreStream_t stream);
+GYRE_API gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
+                               gyreComm_t comm, gyreStream_t stream);
+
+/* Groups: calls between gyreGroupStart and gyreGroupEnd (nestable) are deferred. At the end,
+ * per communicator in order of first use: consecutive all-reduces of one type and op run as
+ * one, other collectives run in order, then all sends and receives move together.
+ * gyreGroupEnd blocks until they finished; gyreGroupEndAsync returns at once with a work
+ * handle (buffers must stay valid until it completes). */
+GYRE_API gyreResult_t gyreGroupStart(void);
+GYRE_API gyreResult_t gyreGroupEnd(void);
+GYRE_API gyreResult_t gyreGroupEndAsync(gyreWork_t* work);
+/* gyreSuccess once done, gyreTimeout if still running after timeoutMs (the work goes on),
+ * or the error the work ended with. */
+GYRE_API gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs);
+GYRE_API gyreResult_t gyreWorkTest(gyreWork_t work, int* done);
+/* Waits for the work to finish first. */
+GYRE_API gyreResult_t gyreWorkFree(gyreWork_t work);
+
+/* A communicator of the ranks that pass the same color, ordered by key (then by rank in
+ * comm). Every rank of comm calls it; GYRE_SPLIT_NOCOLOR gives *newcomm = NULL. The child
+ * keeps working after its parent is destroyed. config may be NULL (the parent's settings). */
+GYRE_API gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
+                                    const gyreConfig_t* config);
+GYRE_API gyreResult_t gyreCommDup(gyreComm_t comm, gyreComm_t* newcomm);
 
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);
 /* The message of the last failed call on this thread ("" if none). */

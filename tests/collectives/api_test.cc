@@ -1,0 +1,213 @@
+// The C API users call: the torch.distributed walkthrough of the six collectives, split,
+// groups (fused all-reduces, batched sends and receives) and asynchronous work. Ranks as
+// threads, each with its own communicator from one unique id.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <numeric>
+
+#include "gyre/gyre.h"
+#include "tests/harness/thread_ranks.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<gyreComm_t> initComms(int n, const gyreConfig_t* config = nullptr) {
+  gyreUniqueId id;
+  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
+  std::vector<gyreComm_t> comms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    REQUIRE(gyreCommInitRankConfig(&comms[r], n, id, r, config) == gyreSuccess);
+  });
+  return comms;
+}
+
+void destroy(std::vector<gyreComm_t>& comms) {
+  for (auto c : comms)
+    if (c) CHECK(gyreCommDestroy(c) == gyreSuccess);
+  comms.clear();
+}
+
+#define OK(call) REQUIRE_MESSAGE((call) == gyreSuccess, gyreGetLastError(nullptr))
+
+}  // namespace
+
+TEST_CASE("the torch.distributed walkthrough of the six collectives, 4 ranks") {
+  const int n = 4;
+  auto comms = initComms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    // reduce of a one-element tensor of ones to rank 0 -> 4 there, untouched elsewhere.
+    float one = 1, out = -7;
+    OK(gyreReduce(&one, &out, 1, gyreFloat32, gyreSum, 0, c, nullptr));
+    CHECK(out == (r == 0 ? 4.0f : -7.0f));
+    // all_reduce of ones -> 4; of rank+1 with prod/max/min -> 24/4/1.
+    OK(gyreAllReduce(&one, &out, 1, gyreFloat32, gyreSum, c, nullptr));
+    CHECK(out == 4.0f);
+    const float mine = float(r + 1);
+    OK(gyreAllReduce(&mine, &out, 1, gyreFloat32, gyreProd, c, nullptr));
+    CHECK(out == 24.0f);
+    OK(gyreAllReduce(&mine, &out, 1, gyreFloat32, gyreMax, c, nullptr));
+    CHECK(out == 4.0f);
+    OK(gyreAllReduce(&mine, &out, 1, gyreFloat32, gyreMin, c, nullptr));
+    CHECK(out == 1.0f);
+    // scatter [1,2,3,4] from rank 0 -> rank i holds i+1.
+    const float all[4] = {1, 2, 3, 4};
+    OK(gyreScatter(r == 0 ? all : nullptr, &out, 1, gyreFloat32, 0, c, nullptr));
+    CHECK(out == float(r + 1));
+    // gather [rank] to rank 0 -> [0,1,2,3].
+    const float rank = float(r);
+    float gathered[4] = {-1, -1, -1, -1};
+    OK(gyreGather(&rank, gathered, 1, gyreFloat32, 0, c, nullptr));
+    for (int i = 0; i < n; ++i) CHECK(gathered[i] == (r == 0 ? float(i) : -1.0f));
+    // all_gather [rank] -> [0,1,2,3] everywhere.
+    float everyone[4] = {-1, -1, -1, -1};
+    OK(gyreAllGather(&rank, everyone, 1, gyreFloat32, c, nullptr));
+    for (int i = 0; i < n; ++i) CHECK(everyone[i] == float(i));
+    // broadcast from rank 0 -> rank 0's value everywhere.
+    float value = r == 0 ? 42.0f : -1.0f;
+    OK(gyreBroadcast(&value, &value, 1, gyreFloat32, 0, c, nullptr));
+    CHECK(value == 42.0f);
+    OK(gyreBarrier(c));
+  });
+  destroy(comms);
+}
+
+TEST_CASE("split: two colors run different collectives at once; the parent can go first") {
+  const int n = 5;
+  auto comms = initComms(n);
+  std::vector<gyreComm_t> children(n, nullptr);
+  gyre::test::onThreads(n, [&](int r) {
+    // Even ranks and odd ranks; rank 4 opts out; keys reverse the order among evens.
+    const int color = r == 4 ? GYRE_SPLIT_NOCOLOR : r % 2;
+    OK(gyreCommSplit(comms[r], color, -r, &children[r], nullptr));
+    if (r == 4) {
+      CHECK(children[r] == nullptr);
+      return;
+    }
+    int size = 0, rank = -1;
+    OK(gyreCommCount(children[r], &size));
+    OK(gyreCommUserRank(children[r], &rank));
+    CHECK(size == 2);
+    CHECK(rank == (r < 2 ? 1 : 0));  // key -r: the higher parent rank comes first
+  });
+  // The parent goes away; the children keep working, each color its own collective.
+  destroy(comms);
+  gyre::test::onThreads(4, [&](int r) {
+    gyreComm_t c = children[r];
+    for (int round = 0; round < 20; ++round) {
+      if (r % 2 == 0) {
+        int64_t v = r + round, sum = 0;
+        OK(gyreAllReduce(&v, &sum, 1, gyreInt64, gyreSum, c, nullptr));
+        CHECK(sum == 0 + 2 + 2 * round);
+      } else {
+        int32_t got[2] = {-1, -1};
+        const int32_t mine = r * 100 + round;
+        OK(gyreAllGather(&mine, got, 1, gyreInt32, c, nullptr));
+        CHECK(got[0] == 300 + round);  // rank 3 is rank 0 of the odd child
+        CHECK(got[1] == 100 + round);
+      }
+    }
+    gyreComm_t dup = nullptr;
+    OK(gyreCommDup(c, &dup));
+    int one = 1, total = 0;
+    OK(gyreAllReduce(&one, &total, 1, gyreInt32, gyreSum, dup, nullptr));
+    CHECK(total == 2);
+    OK(gyreCommDestroy(dup));
+  });
+  children.resize(4);
+  destroy(children);
+}
+
+TEST_CASE("groups: fused all-reduces and sends and receives that would block one by one") {
+  const int n = 4;
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.slotBytes = 256;  // many slices, and messages far beyond a link's capacity
+  config.nSlots = 2;
+  auto comms = initComms(n, &config);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    // 64 all-reduces of different sizes and one broadcast in the middle.
+    std::vector<std::vector<int32_t>> in(64), out(64);
+    for (int k = 0; k < 64; ++k) {
+      in[k].assign(size_t(k * 3 + 1), r * 1000 + k);
+      out[k].assign(in[k].size(), -1);
+    }
+    int32_t shared = r == 2 ? 77 : 0;
+    OK(gyreGroupStart());
+    for (int k = 0; k < 64; ++k) {
+      OK(gyreAllReduce(in[k].data(), out[k].data(), in[k].size(), gyreInt32, gyreSum, c, nullptr));
+      if (k == 31) OK(gyreBroadcast(&shared, &shared, 1, gyreInt32, 2, c, nullptr));
+    }
+    CHECK(out[0][0] == -1);  // deferred until the group ends
+    OK(gyreGroupEnd());
+    for (int k = 0; k < 64; ++k)
+      for (int32_t v : out[k]) REQUIRE(v == 6000 + 4 * k);
+    CHECK(shared == 77);
+    // Everyone sends 40 KiB to both neighbours and receives from both, sends first: one by one
+    // this deadlocks with links of 512 bytes; in a group they all move together.
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<int32_t> toNext(10000), toPrev(10000), fromPrev(10000, -1), fromNext(10000, -1);
+    std::iota(toNext.begin(), toNext.end(), r * 100000);
+    std::iota(toPrev.begin(), toPrev.end(), r * 100000 + 50000);
+    OK(gyreGroupStart());
+    OK(gyreSend(toNext.data(), toNext.size(), gyreInt32, next, c, nullptr));
+    OK(gyreSend(toPrev.data(), toPrev.size(), gyreInt32, prev, c, nullptr));
+    OK(gyreRecv(fromPrev.data(), fromPrev.size(), gyreInt32, prev, c, nullptr));
+    OK(gyreRecv(fromNext.data(), fromNext.size(), gyreInt32, next, c, nullptr));
+    OK(gyreGroupEnd());
+    for (int i = 0; i < 10000; ++i) {
+      REQUIRE(fromPrev[i] == prev * 100000 + i);
+      REQUIRE(fromNext[i] == next * 100000 + 50000 + i);
+    }
+  });
+  CHECK(gyreGroupEnd() == gyreInvalidUsage);
+  destroy(comms);
+}
+
+TEST_CASE("async: several calls in flight complete in issue order; wait, test and errors") {
+  const int n = 3;
+  auto comms = initComms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    std::vector<std::vector<float>> bufs(6, std::vector<float>(100000));
+    std::vector<gyreWork_t> works;
+    for (int k = 0; k < 6; ++k) {
+      std::fill(bufs[k].begin(), bufs[k].end(), float(r + k));
+      OK(gyreGroupStart());
+      OK(gyreAllReduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), gyreFloat32, gyreSum, c,
+                       nullptr));
+      gyreWork_t w = nullptr;
+      OK(gyreGroupEndAsync(&w));
+      works.push_back(w);
+    }
+    // A blocking call issued now runs after all six.
+    float x = 1, y = 0;
+    OK(gyreAllReduce(&x, &y, 1, gyreFloat32, gyreSum, c, nullptr));
+    CHECK(y == 3.0f);
+    for (int k = 0; k < 6; ++k) {
+      int done = 0;
+      OK(gyreWorkTest(works[k], &done));
+      CHECK(done == 1);
+      OK(gyreWorkWait(works[k], 1000));
+      CHECK(bufs[k][99999] == float(3 * k + 3));
+      OK(gyreWorkFree(works[k]));
+    }
+  });
+  // A failure reaches the handle: rank 2 never takes part, and a short timeout expires.
+  destroy(comms);
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 500;
+  comms = initComms(2, &config);
+  float v = 1;
+  gyreWork_t w = nullptr;
+  OK(gyreGroupStart());
+  OK(gyreAllReduce(&v, &v, 1, gyreFloat32, gyreSum, comms[0], nullptr));
+  OK(gyreGroupEndAsync(&w));
+  CHECK(gyreWorkWait(w, 0) == gyreTimeout);
+  CHECK(gyreWorkWait(w, 5000) == gyreTimeout);
+  CHECK(std::string(gyreGetLastError(nullptr)).find("timed out after 0.5 s") != std::string::npos);
+  OK(gyreWorkFree(w));
+  destroy(comms);
+}
