@@ -87,8 +87,9 @@ void Communicator::allReduce(const void* send, void* recv, size_t count, DataTyp
         return d.execute(ctx, send, recv,
                          [&](auto& p) { algo::doubleTreeAllReduce(p, r, n, count, chunk); });
       case Algorithm::doubling:
-        return d.execute(ctx, send, recv,
-                         [&](auto& p) { algo::doublingAllReduce(p, r, n, count, chunk); });
+        return d.execute(ctx, send, recv, [&](auto& p) {
+          algo::doublingAllReduce(p, r, n, count, d.slotElems(type));
+        });
       default:
         return d.execute(ctx, send, recv,
                          [&](auto& p) { algo::ringAllReduce(p, r, n, count, chunk); });
@@ -107,8 +108,9 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
   d.run({0, sendCount, -1, Collective::all_gather, type, RedOp::sum}, [&](const OpContext& ctx) {
     const size_t chunk = d.chunkElems(type);
     if (d.choose(Collective::all_gather, total) == Algorithm::doubling) {
-      return d.execute(ctx, send, recv,
-                       [&](auto& p) { algo::doublingAllGather(p, r, n, sendCount, chunk); });
+      return d.execute(ctx, send, recv, [&](auto& p) {
+        algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type));
+      });
     }
     d.execute(ctx, send, recv, [&](auto& p) { algo::ringAllGather(p, r, n, sendCount, chunk); });
   });
@@ -218,7 +220,7 @@ void Communicator::allToAll(const void* send, void* recv, size_t count, DataType
   d.run({0, count, -1, Collective::all_to_all, type, RedOp::sum}, [&](const OpContext& ctx) {
     d.choose(Collective::all_to_all, total);
     d.execute(ctx, send, recv, [&](auto& p) {
-      algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, d.chunkElems(type));
+      algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, d.slotElems(type));
     });
   });
 }
@@ -287,7 +289,7 @@ void Communicator::allToAllV(const void* send, const size_t* sendCounts, const s
     d.execute(ctx, send, recv, [&](auto& p) {
       algo::pairwiseAllToAll(p, r, n,
                              algo::VarExchange{sendCounts, sendDispls, recvCounts, recvDispls},
-                             d.chunkElems(type));
+                             d.slotElems(type));
     });
   });
 }

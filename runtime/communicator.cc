@@ -114,7 +114,8 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
-  tuner = std::make_unique<Tuner>(Tuner::tcpLoopback(), config.algorithm);
+  tuner = std::make_unique<Tuner>(Tuner::tcpLoopback(), config.algorithm,
+                                  size_t(config.nSlots / 2) * config.slotBytes);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now; other pairs connect on first use.

@@ -61,6 +61,11 @@ struct Communicator::Impl {
   void init(const std::string& explicitNamespace);
   std::shared_ptr<Store> openStore();
   Connection& connection(int peer, int channel);
+  // Exchanges (both partners send, then receive) go slot by slot, so each side's receive
+  // overlaps the other's send.
+  size_t slotElems(DataType type) const {
+    return std::max<size_t>(1, config.slotBytes / dataTypeSize(type));
+  }
   size_t chunkElems(DataType type) const {
     return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
   }

@@ -27,7 +27,8 @@ struct Choice {
 class Tuner {
  public:
   // `forced`: "" (choose), "ring", "tree" or "rd"; anything else throws InvalidArgument.
-  Tuner(LinkCost link, const std::string& forced);
+  // `chunkBytes`: the data a round puts on a link (half a link's slots).
+  Tuner(LinkCost link, const std::string& forced, size_t chunkBytes);
   // The tcp figures measured on loopback (docs/tuning.md).
   static LinkCost tcpLoopback();
 
@@ -39,6 +40,7 @@ class Tuner {
 
  private:
   LinkCost link_;
+  size_t chunkBytes_;
   bool forced_ = false;
   Algorithm forcedAlgorithm_ = Algorithm::ring;
 };

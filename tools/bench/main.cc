@@ -28,7 +28,18 @@ using gyre::bench::patternValue;
 using gyre::bench::reducedValue;
 using gyre::bench::storeValue;
 
-enum class Coll { all_reduce, all_gather, reduce_scatter, broadcast };
+enum class Coll {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  gather,
+  scatter,
+  all_to_all
+};
+const char* const kCollNames[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                  "reduce",     "gather",     "scatter",        "all_to_all"};
 
 struct Options {
   Coll coll = Coll::all_reduce;
@@ -38,6 +49,8 @@ struct Options {
   DataType type = DataType::f32;
   RedOp op = RedOp::sum;
   bool inPlace = false;
+  int batch = 1;       // all_reduce calls per iteration, on consecutive output slices
+  bool group = false;  // inside gyreGroupStart/End
 };
 
 [[noreturn]] void die(const char* what, gyreResult_t r) {
@@ -84,7 +97,12 @@ double busFactor(Coll c, int n) {
     case Coll::reduce_scatter:
       return double(n - 1) / n;
     case Coll::broadcast:
+    case Coll::reduce:
       return 1.0;
+    case Coll::gather:
+    case Coll::scatter:
+    case Coll::all_to_all:
+      return double(n - 1) / n;
   }
   return 1.0;
 }
@@ -101,8 +119,11 @@ struct Run {
   size_t sendCount(size_t bytes) const {
     switch (o.coll) {
       case Coll::all_gather:
+      case Coll::gather:
         return perRank(bytes);
       case Coll::reduce_scatter:
+      case Coll::scatter:
+      case Coll::all_to_all:
         return perRank(bytes) * n;
       default:
         return std::max<size_t>(1, bytes / es);
@@ -111,8 +132,11 @@ struct Run {
   size_t recvCount(size_t bytes) const {
     switch (o.coll) {
       case Coll::all_gather:
+      case Coll::gather:
+      case Coll::all_to_all:
         return perRank(bytes) * n;
       case Coll::reduce_scatter:
+      case Coll::scatter:
         return perRank(bytes);
       default:
         return std::max<size_t>(1, bytes / es);
@@ -121,14 +145,16 @@ struct Run {
 
   void* sendPtr(size_t bytes) {
     if (!o.inPlace) return send.data();
-    if (o.coll == Coll::all_gather) return recv.data() + size_t(rank) * perRank(bytes) * es;
-    return recv.data();
-  }
-  void* recvPtr(size_t bytes) {
-    if (o.inPlace && o.coll == Coll::reduce_scatter) {
+    if (o.coll == Coll::all_gather || o.coll == Coll::gather) {
       return recv.data() + size_t(rank) * perRank(bytes) * es;
     }
     return recv.data();
+  }
+  void* recvPtr(size_t bytes, int slice = 0) {
+    if (o.inPlace && (o.coll == Coll::reduce_scatter || o.coll == Coll::scatter)) {
+      return recv.data() + size_t(rank) * perRank(bytes) * es;
+    }
+    return recv.data() + size_t(slice) * recvCount(bytes) * es;
   }
 
   void once(size_t bytes) {
@@ -138,7 +164,24 @@ struct Run {
     void* r = recvPtr(bytes);
     switch (o.coll) {
       case Coll::all_reduce:
-        CHECK(gyreAllReduce(s, r, recvCount(bytes), t, op, comm, nullptr));
+        if (o.group) CHECK(gyreGroupStart());
+        for (int k = 0; k < o.batch; ++k) {
+          CHECK(gyreAllReduce(o.inPlace ? recvPtr(bytes, k) : s, recvPtr(bytes, k),
+                              recvCount(bytes), t, op, comm, nullptr));
+        }
+        if (o.group) CHECK(gyreGroupEnd());
+        break;
+      case Coll::reduce:
+        CHECK(gyreReduce(s, r, recvCount(bytes), t, op, o.root, comm, nullptr));
+        break;
+      case Coll::gather:
+        CHECK(gyreGather(s, r, perRank(bytes), t, o.root, comm, nullptr));
+        break;
+      case Coll::scatter:
+        CHECK(gyreScatter(s, r, perRank(bytes), t, o.root, comm, nullptr));
+        break;
+      case Coll::all_to_all:
+        CHECK(gyreAllToAll(s, r, perRank(bytes), t, comm, nullptr));
         break;
       case Coll::all_gather:
         CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, nullptr));
@@ -156,13 +199,20 @@ struct Run {
   // checking, computes the expected output.
   void prepare(size_t bytes, bool withExpected) {
     using gyre::bench::fillPeriodic;
-    const bool reduces = o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter;
+    const bool reduces =
+        o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter || o.coll == Coll::reduce;
     const RedOp valueOp = reduces ? o.op : RedOp::max;
     const size_t period = gyre::bench::patternPeriod(valueOp, n);
-    std::memset(recv.data(), 0xA5,
-                recvCount(bytes) * es * (o.inPlace && o.coll == Coll::reduce_scatter ? n : 1));
-    fillPeriodic(o.type, sendPtr(bytes), sendCount(bytes), period,
-                 [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+    std::memset(recv.data(), 0xA5, recv.size());
+    if (o.inPlace && o.coll == Coll::all_reduce) {
+      for (int k = 0; k < o.batch; ++k) {
+        fillPeriodic(o.type, recvPtr(bytes, k), sendCount(bytes), period,
+                     [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+      }
+    } else {
+      fillPeriodic(o.type, sendPtr(bytes), sendCount(bytes), period,
+                   [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+    }
     if (!withExpected) return;
     const size_t rc = recvCount(bytes), per = perRank(bytes);
     switch (o.coll) {
@@ -185,11 +235,37 @@ struct Run {
         fillPeriodic(o.type, expected.data(), rc, period,
                      [&](size_t i) { return patternValue(RedOp::max, o.root, n, i); });
         break;
+      case Coll::reduce:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return reducedValue(o.op, n, i); });
+        break;
+      case Coll::gather:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, int(i / per), n, i % per));
+        break;
+      case Coll::scatter:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, o.root, n, size_t(rank) * rc + i));
+        break;
+      case Coll::all_to_all:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, int(i / per), n, size_t(rank) * per + i % per));
+        break;
     }
   }
 
+  // Outputs that only root receives are checked there.
   size_t wrong(size_t bytes) {
-    return gyre::bench::countMismatches(o.type, recvPtr(bytes), expected.data(), recvCount(bytes));
+    if ((o.coll == Coll::reduce || o.coll == Coll::gather) && rank != o.root) return 0;
+    size_t bad = 0;
+    for (int k = 0; k < (o.coll == Coll::all_reduce ? o.batch : 1); ++k) {
+      bad += gyre::bench::countMismatches(o.type, recvPtr(bytes, k), expected.data(),
+                                          recvCount(bytes));
+    }
+    return bad;
   }
 
   void barrier() {
@@ -283,10 +359,8 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gyre-bench: nccl-tests style collective benchmark (run under gyre-run)"};
-  std::map<std::string, Coll> colls{{"all_reduce", Coll::all_reduce},
-                                    {"all_gather", Coll::all_gather},
-                                    {"reduce_scatter", Coll::reduce_scatter},
-                                    {"broadcast", Coll::broadcast}};
+  std::map<std::string, Coll> colls;
+  for (int c = 0; c < int(std::size(kCollNames)); ++c) colls[kCollNames[c]] = Coll(c);
   std::map<std::string, DataType> types{{"int8", DataType::i8},   {"uint8", DataType::u8},
                                         {"int32", DataType::i32}, {"uint32", DataType::u32},
                                         {"int64", DataType::i64}, {"uint64", DataType::u64},
@@ -298,7 +372,9 @@ int main(int argc, char** argv) {
                                    {"max", RedOp::max},
                                    {"avg", RedOp::avg}};
   std::string minText = "8", maxText = "256M";
-  app.add_option("collective", o.coll, "all_reduce | all_gather | reduce_scatter | broadcast")
+  app.add_option("collective", o.coll,
+                 "all_reduce | all_gather | reduce_scatter | broadcast | reduce | gather | "
+                 "scatter | all_to_all")
       ->transform(CLI::CheckedTransformer(colls));
   app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")
       ->capture_default_str();
@@ -312,6 +388,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", o.op, "reduction op")->transform(CLI::CheckedTransformer(ops));
   app.add_option("-r,--root", o.root, "root rank for broadcast")->capture_default_str();
   app.add_flag("--inplace", o.inPlace, "in-place operation");
+  app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
+      ->capture_default_str();
+  app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
   double soakSeconds = 0;
   uint64_t seed = 1;
   app.add_option("--soak", soakSeconds,
@@ -340,27 +419,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: root %d outside [0, %d)\n", o.root, run.n);
     return 2;
   }
-  if (soakSeconds > 0) {
-    const int rc = soak(comm, o, soakSeconds, seed);
-    CHECK(gyreCommDestroy(comm));
-    return rc;
+  if (o.batch < 1 || (o.batch > 1 && o.coll != Coll::all_reduce)) {
+    std::fprintf(stderr, "gyre-bench: --batch needs all_reduce and a value >= 1\n");
+    return 2;
   }
   if (soakSeconds > 0) {
     const int rc = soak(comm, o, soakSeconds, seed);
     CHECK(gyreCommDestroy(comm));
     return rc;
   }
-  const bool reduces = o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter;
+  const bool reduces =
+      o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter || o.coll == Coll::reduce;
   const size_t maxElems = std::max(run.sendCount(o.maxBytes), run.recvCount(o.maxBytes));
   run.send.resize(std::max<size_t>(1, run.sendCount(o.maxBytes)) * run.es);
-  run.recv.resize(std::max(maxElems, run.sendCount(o.maxBytes)) * run.es);
+  run.recv.resize(std::max(maxElems, run.sendCount(o.maxBytes)) * run.es * size_t(o.batch));
   run.expected.resize(run.recvCount(o.maxBytes) * run.es);
 
-  static const char* names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
   if (run.rank == 0) {
-    std::printf("# gyre-bench %s: %d ranks, host buffers, %s, %d iters (%d warm-up), check %s\n",
-                names[int(o.coll)], run.n, o.inPlace ? "in place" : "out of place", o.iters,
-                o.warmup, o.check ? "on" : "off");
+    const char* algo = std::getenv("GYRE_ALGO");
+    std::printf(
+        "# gyre-bench %s: %d ranks, host buffers, %s, %d iters (%d warm-up), check %s, "
+        "algorithm %s",
+        kCollNames[int(o.coll)], run.n, o.inPlace ? "in place" : "out of place", o.iters, o.warmup,
+        o.check ? "on" : "off", algo && *algo ? algo : "tuned");
+    if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
+    std::printf("\n");
     std::printf("#%11s %12s %9s %6s %5s %11s %11s %11s %7s\n", "size", "count", "type", "redop",
                 "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
   }
@@ -384,9 +467,7 @@ int main(int argc, char** argv) {
       run.once(bytes);
       wrong = run.sumOverRanks(run.wrong(bytes));
     }
-    const size_t shownCount = o.coll == Coll::all_gather       ? run.recvCount(bytes)
-                              : o.coll == Coll::reduce_scatter ? run.sendCount(bytes)
-                                                               : run.recvCount(bytes);
+    const size_t shownCount = std::max(run.sendCount(bytes), run.recvCount(bytes));
     const size_t shownBytes = shownCount * run.es;
     const double algbw = double(shownBytes) / time / 1e3;
     const double busbw = algbw * busFactor(o.coll, run.n);
@@ -395,8 +476,11 @@ int main(int argc, char** argv) {
     if (run.rank == 0) {
       std::printf("%12zu %12zu %9s %6s %5d %11.2f %11.3f %11.3f %7s\n", shownBytes, shownCount,
                   gyre::dataTypeName(o.type), reduces ? gyre::redOpName(o.op) : "none",
-                  o.coll == Coll::broadcast ? o.root : -1, time, algbw, busbw,
-                  o.check ? std::to_string(wrong).c_str() : "N/A");
+                  (o.coll == Coll::broadcast || o.coll == Coll::reduce || o.coll == Coll::gather ||
+                   o.coll == Coll::scatter)
+                      ? o.root
+                      : -1,
+                  time, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "N/A");
       std::fflush(stdout);
     }
   }
