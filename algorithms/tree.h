@@ -114,20 +114,25 @@ GYRE_HD void binomialReduce(Prims& p, int rank, int n, int root, size_t count) {
   treeUp(p, binomialNode(rank, n, root), 0, count, /*down=*/false);
 }
 
-// recv[i] = send of root [i] on every rank.
+// recv[i] = send of root [i] on every rank. Empty markers then climb back to root, so a rank
+// that wrongly believes it is root meets a peer's data where it expects a marker (ranks
+// disagree) instead of returning its own buffer unnoticed.
 template <class Prims>
 GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count) {
-  if (n == 1 || rank == root) {
-    if (n > 1 && count > 0) {
-      const TreeNode t = binomialNode(rank, n, root);
-      p.setPeers(nullptr, 0, t.children, t.nChildren);
-      p.copySend(0, 0, count);
-    } else {
-      p.localCopy(0, 0, count);
-    }
+  if (n == 1) {
+    p.localCopy(0, 0, count);
     return;
   }
-  treeDown(p, binomialNode(rank, n, root), 0, count);
+  const TreeNode t = binomialNode(rank, n, root);
+  if (rank == root) {
+    p.setPeers(nullptr, 0, t.children, t.nChildren);
+    p.copySend(0, 0, count);
+  } else {
+    treeDown(p, t, 0, count);
+  }
+  p.setPeers(t.children, t.nChildren, &t.parent, t.parent >= 0 ? 1 : 0);
+  p.recvMarker();
+  p.sendMarker();
 }
 
 // All-reduce over the double binary tree. Each round gives each tree half of at most

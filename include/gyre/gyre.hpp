@@ -61,6 +61,57 @@ constexpr gyreDataType_t dataTypeOf<double>() {
   return gyreFloat64;
 }
 
+// Asynchronous work from Group::endAsync(); waits for it when destroyed.
+class Work {
+ public:
+  explicit Work(gyreWork_t work) : work_(work) {}
+  Work(Work&& other) noexcept : work_(std::exchange(other.work_, nullptr)) {}
+  Work& operator=(Work&& other) noexcept {
+    if (this != &other) {
+      if (work_) gyreWorkFree(work_);
+      work_ = std::exchange(other.work_, nullptr);
+    }
+    return *this;
+  }
+  ~Work() {
+    if (work_) gyreWorkFree(work_);
+  }
+  bool test() const {
+    int done = 0;
+    check(gyreWorkTest(work_, &done));
+    return done != 0;
+  }
+  // Throws Error (gyreTimeout if still running after timeoutMs, or the work's own error).
+  void wait(int timeoutMs) const { check(gyreWorkWait(work_, timeoutMs)); }
+
+ private:
+  gyreWork_t work_;
+};
+
+// Defers calls until end() (blocking) or endAsync(); ends (blocking) when destroyed unended.
+class Group {
+ public:
+  Group() { check(gyreGroupStart()); }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  ~Group() {
+    if (open_) gyreGroupEnd();
+  }
+  void end() {
+    open_ = false;
+    check(gyreGroupEnd());
+  }
+  Work endAsync() {
+    open_ = false;
+    gyreWork_t w = nullptr;
+    check(gyreGroupEndAsync(&w));
+    return Work(w);
+  }
+
+ private:
+  bool open_ = true;
+};
+
 class Comm {
  public:
   static Comm fromEnv() {
@@ -132,6 +183,44 @@ class Comm {
   void broadcast(const void* send, void* recv, size_t count, gyreDataType_t type, int root) {
     check(gyreBroadcast(send, recv, count, type, root, comm_, nullptr));
   }
+  template <class T>
+  void reduce(const T* send, T* recv, size_t count, int root, gyreRedOp_t op = gyreSum) {
+    check(gyreReduce(send, recv, count, dataTypeOf<T>(), op, root, comm_, nullptr));
+  }
+  template <class T>
+  void gather(const T* send, T* recv, size_t count, int root) {
+    check(gyreGather(send, recv, count, dataTypeOf<T>(), root, comm_, nullptr));
+  }
+  template <class T>
+  void scatter(const T* send, T* recv, size_t count, int root) {
+    check(gyreScatter(send, recv, count, dataTypeOf<T>(), root, comm_, nullptr));
+  }
+  template <class T>
+  void allToAll(const T* send, T* recv, size_t count) {
+    check(gyreAllToAll(send, recv, count, dataTypeOf<T>(), comm_, nullptr));
+  }
+  template <class T>
+  void send(const T* buf, size_t count, int peer) {
+    check(gyreSend(buf, count, dataTypeOf<T>(), peer, comm_, nullptr));
+  }
+  template <class T>
+  void recv(T* buf, size_t count, int peer) {
+    check(gyreRecv(buf, count, dataTypeOf<T>(), peer, comm_, nullptr));
+  }
+  void barrier() { check(gyreBarrier(comm_)); }
+
+  // A communicator of the ranks passing the same color; an empty Comm for GYRE_SPLIT_NOCOLOR.
+  Comm split(int color, int key) const {
+    gyreComm_t c = nullptr;
+    check(gyreCommSplit(comm_, color, key, &c, nullptr));
+    return Comm(c);
+  }
+  Comm dup() const {
+    gyreComm_t c = nullptr;
+    check(gyreCommDup(comm_, &c));
+    return Comm(c);
+  }
+  explicit operator bool() const { return comm_ != nullptr; }
 
  private:
   explicit Comm(gyreComm_t comm) : comm_(comm) {}
