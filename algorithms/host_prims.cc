@@ -152,6 +152,10 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
       const std::string what = "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc);
       throw Failure(broken.code, what + " failed: " + broken.message);
     }
+    if (ctx_.channelFailed && ctx_.channelFailed->load(std::memory_order_relaxed)) {
+      fail(Code::aborted, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                              " stopped: another channel of it failed");
+    }
     if (ctx_.abort && ctx_.abort->load(std::memory_order_relaxed)) {
       fail(Code::aborted, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
                               " aborted by gyreCommAbort");

@@ -19,6 +19,7 @@ struct OpContext {
   Clock::time_point deadline = Clock::time_point::max();
   Clock::duration timeout = std::chrono::seconds(0);  // for messages
   const std::atomic<bool>* abort = nullptr;           // set by another thread to stop waits
+  const std::atomic<bool>* channelFailed = nullptr;   // set when another channel failed
   Clock::duration spin = std::chrono::microseconds(0);
 };
 

@@ -56,6 +56,14 @@ struct EqualBlocks {
   GYRE_HD size_t offset(int r) const { return size_t(r) * n; }
 };
 
+// Equal blocks `stride` elements apart: one channel's slice of every rank's all_gather block.
+struct StridedBlocks {
+  size_t len;
+  size_t stride;
+  GYRE_HD size_t count(int) const { return len; }
+  GYRE_HD size_t offset(int r) const { return size_t(r) * stride; }
+};
+
 // Blocks of any size (all_gather_v): rank r's has counts[r] elements at offsets[r].
 struct VarBlocks {
   const size_t* counts;
@@ -92,9 +100,11 @@ GYRE_HD void ringAllGather(Prims& p, int rank, int n, size_t count, size_t chunk
   ringAllGatherBlocks(p, rank, n, EqualBlocks{count}, chunkElems);
 }
 
-// recv[i] = op over ranks of send[rank*count + i]; send holds n*count elements.
+// recv[i] = op over ranks of send[rank*stride + i] for i < count; send holds n blocks
+// `stride` elements apart (stride = count, or more for one channel's slice of each block).
 template <class Prims>
-GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
+GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t chunkElems,
+                               size_t stride) {
   if (n == 1) {
     p.localCopy(0, 0, count);
     return;
@@ -102,7 +112,7 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
   ringPeers(p, rank, n);
   for (size_t base = 0; base < count; base += chunkElems) {
     const size_t len = min_(chunkElems, count - base);
-    auto in = [&](int c) { return size_t(c) * count + base; };
+    auto in = [&](int c) { return size_t(c) * stride + base; };
     p.send(in(mod(rank - 1, n)), len);
     for (int j = 2; j < n; ++j) p.recvReduceSend(in(mod(rank - j, n)), len);
     p.recvReduceCopy(in(rank), base, len, /*final=*/true);

@@ -61,6 +61,49 @@ size_t Communicator::Impl::checkedBytes(const char* what, size_t count, DataType
   return count * es * blocks;
 }
 
+int Communicator::Impl::channelsFor(size_t bytes, size_t count) const {
+  const int wanted = config.channels > 0 ? config.channels : tuner->channels(bytes);
+  // At least one slot's worth of elements per channel.
+  const size_t elemBytes = count ? std::max<size_t>(1, bytes / count) : 1;
+  const size_t perSlot = std::max<size_t>(1, config.slotBytes / elemBytes);
+  return int(std::clamp<size_t>(count / perSlot, 1, size_t(wanted)));
+}
+
+void Communicator::Impl::runChannels(
+    const OpContext& ctx, int channels, size_t count,
+    const std::function<void(const OpContext&, int, size_t, size_t)>& body) {
+  if (channels <= 1) return body(ctx, 0, 0, count);
+  const int n = config.nranks, r = config.rank;
+  if (n > 1) {
+    const int prev = (r + n - 1) % n, next = (r + 1) % n;
+    for (int peer : {std::min(prev, next), std::max(prev, next)})
+      for (int c = 0; c < channels; ++c) connection(peer, c);  // ascending (peer, channel)
+  }
+  std::atomic<bool> failed{false};
+  OpContext shared = ctx;
+  shared.channelFailed = &failed;
+  std::vector<Status> results(static_cast<size_t>(channels));
+  auto one = [&](int c) {
+    const size_t lo = count * size_t(c) / size_t(channels);
+    const size_t hi = count * size_t(c + 1) / size_t(channels);
+    try {
+      body(shared, c, lo, hi);
+    } catch (const Failure& f) {
+      results[size_t(c)] = f.status();
+      failed.store(true);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int c = 1; c < channels; ++c) helpers.emplace_back(one, c);
+  one(0);
+  for (auto& t : helpers) t.join();
+  // Report the channel that failed first, not the ones it stopped.
+  for (const Status& s : results)
+    if (!s.ok() && s.message.find("another channel") == std::string::npos) throw Failure(s);
+  for (const Status& s : results)
+    if (!s.ok()) throw Failure(s);
+}
+
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   const Choice c = tuner->choose(coll, bytes, config.nranks);
   auto [it, fresh] = lastChoice.emplace(int(coll), c.algorithm);
@@ -91,8 +134,13 @@ void Communicator::allReduce(const void* send, void* recv, size_t count, DataTyp
           algo::doublingAllReduce(p, r, n, count, d.slotElems(type));
         });
       default:
-        return d.execute(ctx, send, recv,
-                         [&](auto& p) { algo::ringAllReduce(p, r, n, count, chunk); });
+        return d.runChannels(ctx, d.channelsFor(bytes, count), count,
+                             [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                               d.execute(
+                                   cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                                   [&](auto& p) { algo::ringAllReduce(p, r, n, hi - lo, chunk); },
+                                   c);
+                             });
     }
   });
 }
@@ -112,7 +160,13 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
         algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type));
       });
     }
-    d.execute(ctx, send, recv, [&](auto& p) { algo::ringAllGather(p, r, n, sendCount, chunk); });
+    d.runChannels(ctx, d.channelsFor(total, sendCount * size_t(n)), sendCount,
+                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                    const algo::StridedBlocks blocks{hi - lo, sendCount};
+                    d.execute(
+                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                        [&](auto& p) { algo::ringAllGatherBlocks(p, r, n, blocks, chunk); }, c);
+                  });
   });
 }
 
@@ -129,8 +183,15 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
   d.drainQueue();
   d.run({0, recvCount, -1, Collective::reduce_scatter, type, op}, [&](const OpContext& ctx) {
     d.choose(Collective::reduce_scatter, total);
-    d.execute(ctx, send, recv,
-              [&](auto& p) { algo::ringReduceScatter(p, r, n, recvCount, d.chunkElems(type)); });
+    d.runChannels(ctx, d.channelsFor(total, recvCount * size_t(n)), recvCount,
+                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                    d.execute(
+                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                        [&](auto& p) {
+                          algo::ringReduceScatter(p, r, n, hi - lo, d.chunkElems(type), recvCount);
+                        },
+                        c);
+                  });
   });
 }
 
@@ -149,8 +210,13 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
       return d.execute(ctx, input, recv,
                        [&](auto& p) { algo::binomialBroadcast(p, r, n, root, count); });
     }
-    d.execute(ctx, input, recv,
-              [&](auto& p) { algo::ringBroadcast(p, r, n, root, count, d.chunkElems(type)); });
+    d.runChannels(
+        ctx, d.channelsFor(bytes, count), count,
+        [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+          d.execute(
+              cctx, input ? at(input, lo, type) : nullptr, const_cast<char*>(at(recv, lo, type)),
+              [&](auto& p) { algo::ringBroadcast(p, r, n, root, hi - lo, d.chunkElems(type)); }, c);
+        });
   });
 }
 

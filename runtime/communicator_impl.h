@@ -90,14 +90,23 @@ struct Communicator::Impl {
   // Opens the connections `algo` needs, in ascending rank order (every rank dials the higher
   // ranks and waits for the lower, so no two ranks wait on each other), then runs it.
   template <class Algo>
-  void execute(const OpContext& ctx, const void* input, void* output, Algo&& algo) {
+  void execute(const OpContext& ctx, const void* input, void* output, Algo&& algo,
+               int channel = 0) {
     PeerRecorder recorder;
     algo(recorder);
-    for (int peer : recorder.peers()) connection(peer, 0);
+    for (int peer : recorder.peers()) connection(peer, channel);
     HostPrims prims(
-        ctx, [this](int peer) -> Connection& { return connection(peer, 0); }, input, output);
+        ctx, [this, channel](int peer) -> Connection& { return connection(peer, channel); }, input,
+        output);
     algo(prims);
   }
+  // Ring collectives on `channels` independent rings: body(ctx, channel, lo, hi) runs on one
+  // thread per channel (channel 0 on the caller) over elements [lo, hi) of [0, count), each
+  // on its own connections, opened here first. The first failure stops the other channels.
+  void runChannels(const OpContext& ctx, int channels, size_t count,
+                   const std::function<void(const OpContext&, int, size_t, size_t)>& body);
+  // How many rings a ring collective of `bytes` uses (GYRE_CHANNELS, else the tuner's).
+  int channelsFor(size_t bytes, size_t count) const;
   Algorithm choose(Collective coll, size_t bytes);
 
   void checkType(const char* what, DataType type, RedOp op) const;

@@ -42,6 +42,7 @@ void applyTuningEnv(CommConfig& c) {
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
+  c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
 }
 
 CommConfig configFromEnv() {

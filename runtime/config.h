@@ -27,10 +27,11 @@ struct CommConfig {
   std::chrono::microseconds spin{0};                           // GYRE_SPIN_US
   std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
   std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
+  int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
-// GYRE_ALGO.
+// GYRE_ALGO, GYRE_CHANNELS.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

@@ -35,6 +35,12 @@ class Tuner {
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
   Choice choose(Collective coll, size_t bytes, int nranks) const;
+  // Rings for a ring collective of `bytes`: one on loopback tcp, where more rings on the same
+  // cores measured no faster (docs/tuning.md).
+  int channels(size_t bytes) const {
+    (void)bytes;
+    return 1;
+  }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 

@@ -30,7 +30,8 @@ __global__ void gyreAlgorithmsCompileCheck(unsigned long long* out, int rank, in
   a::ringAllReduce(p, rank, n, count, 1024);
   a::ringAllGather(p, rank, n, count, 1024);
   a::ringAllGatherBlocks(p, rank, n, a::VarBlocks{counts, offsets}, 1024);
-  a::ringReduceScatter(p, rank, n, count, 1024);
+  a::ringReduceScatter(p, rank, n, count, 1024, count + 1);
+  a::ringAllGatherBlocks(p, rank, n, a::StridedBlocks{count, count + 1}, 1024);
   a::ringBroadcast(p, rank, n, 0, count, 1024);
   a::ringReduce(p, rank, n, 0, count);
   a::ringGather(p, rank, n, 0, count);

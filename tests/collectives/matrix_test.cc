@@ -300,10 +300,12 @@ std::vector<Case> casesFor(int n, const std::string& algorithm) {
   return cases;
 }
 
-void runMatrix(int n, const std::string& algorithm) {
+void runMatrix(int n, const std::string& algorithm, int channels = 0) {
   CommConfig config = test::tinySlots();
   config.algorithm = algorithm;
-  test::ThreadJob job(n, config, "matrix-" + algorithm + "-" + std::to_string(n));
+  config.channels = channels;
+  test::ThreadJob job(n, config,
+                      "matrix-" + algorithm + std::to_string(channels) + "-" + std::to_string(n));
   const auto cases = casesFor(n, algorithm);
   std::vector<std::string> failures(n);
   job.run([&](Communicator& c, int r) {
@@ -316,7 +318,8 @@ void runMatrix(int n, const std::string& algorithm) {
       }
     }
   });
-  MESSAGE(n << " ranks, " << algorithm << ": " << cases.size() << " calls checked");
+  MESSAGE(n << " ranks, " << algorithm << ", channels " << channels << ": " << cases.size()
+            << " calls checked");
   for (int r = 0; r < n; ++r) CHECK_MESSAGE(failures[r].empty(), failures[r]);
 }
 
@@ -326,6 +329,9 @@ const int kSizes[] = {1, 2, 3, 4, 5, 7, 8};
 
 TEST_CASE("matrix: ring (and the only algorithm of the others)") {
   for (int n : kSizes) runMatrix(n, "ring");
+}
+TEST_CASE("matrix: ring collectives on three channels each") {
+  for (int n : {1, 2, 3, 5}) runMatrix(n, "ring", 3);
 }
 TEST_CASE("matrix: trees") {
   for (int n : kSizes) runMatrix(n, "tree");

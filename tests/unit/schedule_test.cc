@@ -223,7 +223,7 @@ TEST_CASE("ring reduce_scatter: every n, count and op") {
         FakeNetwork net(n, slotFor(count), 2);
         Inputs in = inputs(n, count * n), out(n, std::vector<double>(count, kPoison));
         auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-          algo::ringReduceScatter(p, r, n, count, net.chunkElems());
+          algo::ringReduceScatter(p, r, n, count, net.chunkElems(), count);
         });
         size_t total = 0;
         for (int r = 0; r < n; ++r) {
