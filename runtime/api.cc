@@ -95,10 +95,11 @@ bool deferred(gyreComm_t comm, gyre::GroupOp op) {
 // The group's calls per communicator, in order of first use.
 std::vector<std::pair<gyreComm_t, std::vector<gyre::GroupOp>>> takeGroup() {
   std::vector<std::pair<gyreComm_t, std::vector<gyre::GroupOp>>> byComm;
-  for (auto& [comm, op] : group.ops) {
+  for (auto& entry : group.ops) {
+    const gyreComm_t comm = entry.first;
     auto it = std::find_if(byComm.begin(), byComm.end(), [&](auto& e) { return e.first == comm; });
     if (it == byComm.end()) it = byComm.insert(byComm.end(), {comm, {}});
-    it->second.push_back(std::move(op));
+    it->second.push_back(std::move(entry.second));
   }
   group.ops.clear();
   return byComm;
