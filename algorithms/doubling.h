@@ -10,9 +10,11 @@
 namespace gyre::algo {
 
 // recv[i] = op over ranks of send[i]. Ranks at or above the largest power of two p2 hand
-// their input to rank - p2 and get the result back from it.
+// their input to rank - p2 and get the result back from it. Needs (ahead + 1) pieces of
+// `chunkElems` to fit a link.
 template <class Prims>
-GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
+GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems,
+                               int ahead) {
   if (n == 1) {
     p.localCopy(0, 0, count);
     return;
@@ -39,10 +41,16 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
     const int partner = rank ^ dist;
     const bool last = dist * 2 == p2;
     p.setPeers(&partner, 1, &partner, 1);
-    for (size_t base = 0; base < count; base += chunkElems) {
-      const size_t len = min_(chunkElems, count - base);
-      p.send(base, len);
-      p.recvReduceCopy(base, base, len, last);
+    // Keep `ahead` pieces in flight: each side sends piece k + ahead before it waits for
+    // piece k, so the exchange streams instead of paying a latency per piece.
+    const size_t pieces = divUp(count, chunkElems);
+    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
+      if (k < pieces) p.send(k * chunkElems, min_(chunkElems, count - k * chunkElems));
+      if (k >= size_t(ahead)) {
+        const size_t j = k - size_t(ahead);
+        p.recvReduceCopy(j * chunkElems, j * chunkElems, min_(chunkElems, count - j * chunkElems),
+                         last);
+      }
     }
   }
   if (hasExtra) {

@@ -47,8 +47,10 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
   }
   const std::byte* received[kMaxPeers];
   std::byte* slots[kMaxPeers];
-  for (size_t done = 0; done < n; done += sliceElems_) {
-    const size_t k = std::min(sliceElems_, n - done);
+  // Slots bound what crosses a link; a local copy goes in one pass.
+  const size_t slice = (nRecv || nSend) ? sliceElems_ : std::max<size_t>(1, n);
+  for (size_t done = 0; done < n; done += slice) {
+    const size_t k = std::min(slice, n - done);
     const uint32_t bytes = uint32_t(k * elemSize_);
     const std::byte* in = (what & kInput) ? input_ + (inOff + done) * elemSize_ : nullptr;
     std::byte* out = (what & kOutput) ? output_ + (outOff + done) * elemSize_ : nullptr;

@@ -131,7 +131,7 @@ void Communicator::allReduce(const void* send, void* recv, size_t count, DataTyp
                          [&](auto& p) { algo::doubleTreeAllReduce(p, r, n, count, chunk); });
       case Algorithm::doubling:
         return d.execute(ctx, send, recv, [&](auto& p) {
-          algo::doublingAllReduce(p, r, n, count, d.slotElems(type));
+          algo::doublingAllReduce(p, r, n, count, d.slotElems(type), d.ahead());
         });
       default:
         return d.runChannels(ctx, d.channelsFor(bytes, count), count,

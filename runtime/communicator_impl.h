@@ -66,6 +66,8 @@ struct Communicator::Impl {
   size_t slotElems(DataType type) const {
     return std::max<size_t>(1, config.slotBytes / dataTypeSize(type));
   }
+  // Slots an exchange keeps in flight beyond the one it waits for: half a link in all.
+  int ahead() const { return int(std::max<uint32_t>(1, config.nSlots / 2) - 1); }
   size_t chunkElems(DataType type) const {
     return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
   }

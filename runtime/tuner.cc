@@ -13,10 +13,9 @@ namespace {
 // is two dependent steps; busbw at 64 MiB gives the per-link bandwidth.
 constexpr double kTcpAlphaUs = 14.0;
 constexpr double kTcpBetaBytesUs = 1500.0;
-// Exchanges (recursive doubling, Bruck), where both partners send and then receive, move
-// bytes this much slower than the ring's one-way flow on loopback tcp (measured: 512 KiB
-// all-reduce at n = 2, 813 us against the ring's 153 us). Fitted, not yet explained.
-constexpr double kExchangePenalty = 3.0;
+// Bruck's steps double in size and run one after another, without the ring's pipelining
+// across steps.
+constexpr double kBruckPenalty = 1.2;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -79,12 +78,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         const bool pow2 = (n & (n - 1)) == 0;
         const double levels = std::floor(std::log2(nn));
         steps = levels + (pow2 ? 0 : 2);
-        factor = 2 + (kExchangePenalty - 1) * (levels + (pow2 ? 0 : 2));
+        factor = levels + (pow2 ? 0 : 2);  // every step moves the whole buffer
       }
       break;
     case Collective::all_gather:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
-      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn * kExchangePenalty;
+      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn * kBruckPenalty;
       break;
     case Collective::broadcast:
     case Collective::reduce:

@@ -2,17 +2,18 @@
 # The tuner's pick against every forced algorithm, per collective, n and size: runs gyre-bench
 # once per algorithm (GYRE_ALGO) and once tuned, and prints the times side by side with the
 # tuned time over the best forced one.
-#   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 64M] [-f 8] [-n ITERS] [-c COLLS]
+# Each time is the median of -k runs.
+#   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 64M] [-f 8] [-n ITERS] [-k RUNS] [-c COLLS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${GYRE_BIN:-$here/../../build/tools}
-ranks=2,4,8 minb=8 maxb=64M factor=8 iters=10
+ranks=2,4,8 minb=8 maxb=64M factor=8 iters=10 repeats=3
 colls=all_reduce,all_gather,broadcast,reduce
-while getopts "r:b:e:f:n:c:h" opt; do
+while getopts "r:b:e:f:n:k:c:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; f) factor=$OPTARG ;;
-    n) iters=$OPTARG ;; c) colls=$OPTARG ;;
-    *) sed -n '2,5p' "$0"; exit 0 ;;
+    n) iters=$OPTARG ;; k) repeats=$OPTARG ;; c) colls=$OPTARG ;;
+    *) sed -n '2,6p' "$0"; exit 0 ;;
   esac
 done
 algos_of() {
@@ -22,9 +23,14 @@ algos_of() {
   esac
 }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-run() {  # n coll algo -> "bytes time" lines
+once() {  # n coll algo -> "bytes time" lines
   GYRE_ALGO=$3 "$bin/gyre-run" -n "$1" --no-prefix "$bin/gyre-bench" "$2" -b "$minb" -e "$maxb" \
     -f "$factor" -n "$iters" -w 3 | awk '!/^#/ { if ($NF != 0) { print "WRONG"; exit 1 } print $1, $6 }'
+}
+run() {  # the median time per size over $repeats runs
+  for _ in $(seq "$repeats"); do once "$@"; done | sort -k1,1n -k2,2g | awk -v k="$repeats" '
+    { t[$1] = t[$1] " " $2; c[$1]++; if (!($1 in seen)) { seen[$1]; order[++m] = $1 } }
+    END { for (i = 1; i <= m; i++) { split(t[order[i]], v, " "); print order[i], v[int((c[order[i]] + 1) / 2)] } }'
 }
 echo "# tuner check: gyre-bench time (us) per forced algorithm and tuned; $(date -u +%F), $(nproc) cores"
 for n in ${ranks//,/ }; do
