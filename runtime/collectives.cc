@@ -106,9 +106,10 @@ void Communicator::Impl::runChannels(
 
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   const Choice c = tuner->choose(coll, bytes, config.nranks);
-  auto [it, fresh] = lastChoice.emplace(int(coll), c.algorithm);
-  if (fresh || it->second != c.algorithm) {
-    it->second = c.algorithm;
+  // Logged once per collective, algorithm and power-of-two size class.
+  int sizeClass = 0;
+  while (sizeClass < 63 && (size_t(1) << (sizeClass + 1)) <= bytes) ++sizeClass;
+  if (loggedChoices.insert((int(coll) << 16) | (int(c.algorithm) << 8) | sizeClass).second) {
     GYRE_LOG(info, who() + ": " + collectiveName(coll) + " of " + std::to_string(bytes) +
                        " B at n=" + std::to_string(config.nranks) + ": " +
                        algorithmName(c.algorithm) + " (" + c.why + ")");

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "algorithms/host_prims.h"
 #include "algorithms/peer_recorder.h"
@@ -41,8 +41,8 @@ struct Communicator::Impl {
 
   std::mutex opMutex;
   uint64_t seq = 0;
-  std::vector<uint64_t> sentTo, receivedFrom;     // point-to-point sequence numbers per peer
-  std::unordered_map<int, Algorithm> lastChoice;  // per collective, to log changes only
+  std::vector<uint64_t> sentTo, receivedFrom;  // point-to-point sequence numbers per peer
+  std::unordered_set<int> loggedChoices;       // (collective, algorithm, size class) logged once
   std::atomic<bool> abortFlag{false};
   mutable std::mutex poisonMutex;
   Status poison;
