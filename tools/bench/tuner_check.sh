@@ -23,9 +23,19 @@ algos_of() {
   esac
 }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-once() {  # n coll algo -> "bytes time" lines
-  GYRE_ALGO=$3 "$bin/gyre-run" -n "$1" --no-prefix "$bin/gyre-bench" "$2" -b "$minb" -e "$maxb" \
-    -f "$factor" -n "$iters" -w 3 | awk '!/^#/ { if ($NF != 0) { print "WRONG"; exit 1 } print $1, $6 }'
+bench() {  # n coll algo minbytes maxbytes iters
+  GYRE_ALGO=$3 "$bin/gyre-run" -n "$1" --no-prefix "$bin/gyre-bench" "$2" -b "$4" -e "$5" \
+    -f "$factor" -n "$6" -w 3 | awk '!/^#/ { if ($NF != 0) { print "WRONG"; exit 1 } print $1, $6 }'
+}
+once() {  # n coll algo -> "bytes time" lines; sizes up to 64 KiB get 20x the iterations
+  local max last
+  max=$(numfmt --from=iec "$maxb")
+  last=$(numfmt --from=iec "$minb")
+  while [ $(( last * factor )) -le 65536 ] && [ $(( last * factor )) -le "$max" ]; do
+    last=$(( last * factor ))
+  done
+  bench "$1" "$2" "$3" "$minb" "$last" $(( iters * 20 ))
+  if [ $(( last * factor )) -le "$max" ]; then bench "$1" "$2" "$3" $(( last * factor )) "$max" "$iters"; fi
 }
 run() {  # the median time per size over $repeats runs
   for _ in $(seq "$repeats"); do once "$@"; done | sort -k1,1n -k2,2g | awk -v k="$repeats" '
