@@ -1,0 +1,43 @@
+// The tuner's choices from its model, and what GYRE_ALGO may force.
+#include <doctest/doctest.h>
+
+#include "runtime/status.h"
+#include "runtime/tuner.h"
+
+using namespace gyre;
+
+namespace {
+const size_t kChunk = 512 * 1024;
+}
+
+TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for large ones") {
+  const Tuner t(Tuner::tcpLoopback(), "", kChunk);
+  for (int n : {2, 3, 4, 8}) {
+    CAPTURE(n);
+    CHECK(t.choose(Collective::all_reduce, 8, n).algorithm == Algorithm::doubling);
+    CHECK(t.choose(Collective::all_reduce, 64 << 20, n).algorithm != Algorithm::doubling);
+    CHECK(t.choose(Collective::reduce_scatter, 8, n).algorithm == Algorithm::ring);
+    CHECK(t.choose(Collective::all_to_all, 8, n).algorithm == Algorithm::pairwise);
+    CHECK(t.choose(Collective::barrier, 0, n).algorithm == Algorithm::dissemination);
+  }
+  // Latency-bound broadcasts go down a tree once there are ranks enough.
+  CHECK(t.choose(Collective::broadcast, 8, 8).algorithm == Algorithm::tree);
+  // The choice explains itself with every candidate's prediction.
+  const Choice c = t.choose(Collective::all_reduce, 8, 4);
+  CHECK(c.why.find("ring") != std::string::npos);
+  CHECK(c.why.find("rd") != std::string::npos);
+  CHECK(c.predictedUs > 0);
+}
+
+TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only there") {
+  const Tuner tree(Tuner::tcpLoopback(), "tree", kChunk);
+  CHECK(tree.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::tree);
+  CHECK(tree.choose(Collective::broadcast, 64 << 20, 4).algorithm == Algorithm::tree);
+  const Choice rs = tree.choose(Collective::reduce_scatter, 8, 4);
+  CHECK(rs.algorithm == Algorithm::ring);
+  CHECK(rs.why.find("does not implement reduce_scatter") != std::string::npos);
+  const Tuner rd(Tuner::tcpLoopback(), "rd", kChunk);
+  CHECK(rd.choose(Collective::all_reduce, 64 << 20, 8).algorithm == Algorithm::doubling);
+  CHECK(rd.choose(Collective::all_gather, 64 << 20, 8).algorithm == Algorithm::doubling);
+  CHECK_THROWS_AS(Tuner(Tuner::tcpLoopback(), "fastest", kChunk), Failure);
+}
