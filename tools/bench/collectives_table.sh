@@ -25,5 +25,5 @@ for n in ${ranks//,/ }; do
   printf "\n## n=%s\n| bytes |" "$n"
   for c in $colls; do printf " %s |" "$c"; done
   printf "\n|---:|"; for c in $colls; do printf -- "---:|"; done; echo
-  paste -d'|' "$tmp/sizes" $(for c in $colls; do echo "$tmp/$c"; done) | sed 's/^/| /; s/|/ | /g; s/$/ |/'
+  paste -d'|' "$tmp/sizes" $(for c in $colls; do echo "$tmp/$c"; done) | sed 's/|/ | /g; s/^/| /; s/$/ |/'
 done
