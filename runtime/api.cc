@@ -200,6 +200,8 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
       if (userConfig->timeoutMs) config.timeout = std::chrono::milliseconds(userConfig->timeoutMs);
       if (userConfig->slotBytes) config.slotBytes = size_t(userConfig->slotBytes);
       if (userConfig->nSlots) config.nSlots = uint32_t(userConfig->nSlots);
+      if (userConfig->algorithm) config.algorithm = userConfig->algorithm;
+      if (userConfig->channels > 0) config.channels = userConfig->channels;
     }
     auto impl = gyre::Communicator::create(std::move(config));
     *comm = new gyreComm{std::move(impl)};
@@ -474,6 +476,8 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
       overrides.timeout = std::chrono::milliseconds(config->timeoutMs);
       overrides.slotBytes = size_t(config->slotBytes);
       overrides.nSlots = uint32_t(config->nSlots);
+      if (config->algorithm) overrides.algorithm = config->algorithm;
+      if (config->channels > 0) overrides.channels = config->channels;
     }
     auto child = commOf(comm).split(color, key, &overrides);
     if (child) *newcomm = new gyreComm{std::move(child)};

@@ -112,7 +112,8 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   if (loggedChoices.insert((int(coll) << 16) | (int(c.algorithm) << 8) | sizeClass).second) {
     GYRE_LOG(info, who() + ": " + collectiveName(coll) + " of " + std::to_string(bytes) +
                        " B at n=" + std::to_string(config.nranks) + ": " +
-                       algorithmName(c.algorithm) + " (" + c.why + ")");
+                       algorithmName(c.algorithm) + " (" +
+                       tuner->explain(c, coll, bytes, config.nranks) + ")");
   }
   return c.algorithm;
 }

@@ -219,6 +219,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
       if (overrides->timeout.count()) child->config.timeout = overrides->timeout;
       if (overrides->nSlots) child->config.nSlots = overrides->nSlots;
       if (overrides->slotBytes) child->config.slotBytes = overrides->slotBytes;
+      if (!overrides->algorithm.empty()) child->config.algorithm = overrides->algorithm;
+      if (overrides->channels > 0) child->config.channels = overrides->channels;
     }
     child->rootStore = d.rootStore;
     child->hostedServer = d.hostedServer;

@@ -83,7 +83,8 @@ class Communicator {
   // by rank here. Every rank calls it; ranks passing a negative color get null. Children meet
   // through the same rendezvous and own their connections: destroying the parent leaves them
   // working.
-  // Non-zero `overrides` fields (timeout, nSlots, slotBytes) replace the parent's.
+  // Non-zero `overrides` fields (timeout, nSlots, slotBytes, algorithm, channels) replace the
+  // parent's.
   std::unique_ptr<Communicator> split(int color, int key, const CommConfig* overrides = nullptr);
   std::unique_ptr<Communicator> dup() { return split(0, rank()); }
 

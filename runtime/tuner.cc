@@ -43,7 +43,7 @@ const char* algorithmName(Algorithm a) {
 
 Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes)
     : link_(link), chunkBytes_(chunkBytes) {
-  if (forced.empty()) return;
+  if (forced.empty() || forced == "auto") return;
   forced_ = true;
   if (forced == "ring") {
     forcedAlgorithm_ = Algorithm::ring;
@@ -52,7 +52,9 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes)
   } else if (forced == "rd") {
     forcedAlgorithm_ = Algorithm::doubling;
   } else {
-    fail(Code::invalid_argument, "GYRE_ALGO='" + forced + "' is not one of ring, tree, rd");
+    fail(Code::invalid_argument,
+         "algorithm '" + forced +
+             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, auto");
   }
 }
 
@@ -72,7 +74,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       // fills over half a chunk per tree and level before it streams at one byte per byte.
       if (a == Algorithm::tree) {
         steps = 4 * lg;
-        factor = 1 + 2 * lg * std::min(b, double(chunkBytes_) / 2) / std::max(b, 1.0);
+        factor = 1 + lg * std::min(b, double(chunkBytes_) / 2) / std::max(b, 1.0);
       }
       if (a == Algorithm::doubling) {
         const bool pow2 = (n & (n - 1)) == 0;
@@ -123,27 +125,42 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   return steps * link_.alphaUs + b * factor / link_.betaBytesUs;
 }
 
+namespace {
+constexpr Algorithm kAll[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
+                              Algorithm::pairwise, Algorithm::dissemination};
+}
+
+// On every call: no allocation, no formatting.
 Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
-  constexpr Algorithm all[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
-                               Algorithm::pairwise, Algorithm::dissemination};
   if (forced_) {
     const double t = predictUs(forcedAlgorithm_, coll, bytes, n);
-    if (t >= 0) return {forcedAlgorithm_, t, "forced by GYRE_ALGO"};
+    if (t >= 0) return {forcedAlgorithm_, t, true};
   }
-  Choice best{Algorithm::ring, -1, ""};
+  Choice best{Algorithm::ring, -1, false};
+  for (Algorithm a : kAll) {
+    const double t = predictUs(a, coll, bytes, n);
+    if (t >= 0 && (best.predictedUs < 0 || t < best.predictedUs)) best = {a, t, false};
+  }
+  return best;
+}
+
+std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, int n) const {
+  if (choice.forced) return "forced by GYRE_ALGO";
   std::ostringstream why;
   why.precision(3);
-  for (Algorithm a : all) {
+  why << "predicted";
+  const char* separator = " ";
+  for (Algorithm a : kAll) {
     const double t = predictUs(a, coll, bytes, n);
     if (t < 0) continue;
-    why << (best.predictedUs < 0 ? "" : ", ") << algorithmName(a) << " " << t << " us";
-    if (best.predictedUs < 0 || t < best.predictedUs) best = {a, t, ""};
+    why << separator << algorithmName(a) << " " << t << " us";
+    separator = ", ";
   }
-  best.why = "predicted " + why.str();
-  if (forced_)
-    best.why += " (GYRE_ALGO=" + std::string(algorithmName(forcedAlgorithm_)) +
-                " does not implement " + collectiveName(coll) + ")";
-  return best;
+  if (forced_) {
+    why << " (GYRE_ALGO=" << algorithmName(forcedAlgorithm_) << " does not implement "
+        << collectiveName(coll) << ")";
+  }
+  return why.str();
 }
 
 }  // namespace gyre

@@ -21,12 +21,13 @@ struct LinkCost {
 struct Choice {
   Algorithm algorithm;
   double predictedUs;
-  std::string why;  // for GYRE_DEBUG=INFO
+  bool forced;  // by GYRE_ALGO (or the communicator's config)
 };
 
 class Tuner {
  public:
-  // `forced`: "" (choose), "ring", "tree" or "rd"; anything else throws InvalidArgument.
+  // `forced`: "" or "auto" (choose), "ring", "tree" or "rd"; anything else throws
+  // InvalidArgument.
   // `chunkBytes`: the data a round puts on a link (half a link's slots).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes);
   // The tcp figures measured on loopback (docs/tuning.md).
@@ -35,6 +36,8 @@ class Tuner {
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
   Choice choose(Collective coll, size_t bytes, int nranks) const;
+  // Why choose() chose that, with every candidate's prediction (for GYRE_DEBUG=INFO).
+  std::string explain(const Choice& choice, Collective coll, size_t bytes, int nranks) const;
   // Rings for a ring collective of `bytes`: one on loopback tcp, where more rings on the same
   // cores measured no faster (docs/tuning.md).
   int channels(size_t bytes) const {

@@ -78,16 +78,19 @@ typedef void* gyreStream_t;
 
 GYRE_API int gyreGetVersion(int* version);
 
-/* Per-communicator settings for gyreCommInitRankConfig; zero fields keep the environment's
- * value (GYRE_TIMEOUT, GYRE_SLOT_BYTES, GYRE_NSLOTS) or the default. */
+/* Per-communicator settings for gyreCommInitRankConfig and gyreCommSplit; zero (NULL) fields
+ * keep the environment's value (GYRE_TIMEOUT, GYRE_SLOT_BYTES, GYRE_NSLOTS, GYRE_ALGO,
+ * GYRE_CHANNELS), or the parent's for a split. */
 typedef struct {
-  size_t size;   /* sizeof(gyreConfig_t): lets later versions add fields */
-  int timeoutMs; /* every wait of this communicator; default 300000 */
-  int slotBytes; /* bytes per link slot; all ranks must agree */
-  int nSlots;    /* slots per link direction */
+  size_t size;           /* sizeof(gyreConfig_t): lets later versions add fields */
+  int timeoutMs;         /* every wait of this communicator; default 300000 */
+  int slotBytes;         /* bytes per link slot; all ranks must agree */
+  int nSlots;            /* slots per link direction */
+  const char* algorithm; /* "ring", "tree", "rd", or "auto" (the tuner) */
+  int channels;          /* rings per ring collective */
 } gyreConfig_t;
 #define GYRE_CONFIG_INITIALIZER \
-  { sizeof(gyreConfig_t), 0, 0, 0 }
+  { sizeof(gyreConfig_t), 0, 0, 0, NULL, 0 }
 
 /* Starts a rendezvous server inside the calling process (kept until the process exits) and
  * returns an id that every rank passes to gyreCommInitRank. */

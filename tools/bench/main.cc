@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -354,6 +356,82 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
   return totalWrong == 0 ? 0 : 1;
 }
 
+// One communicator per algorithm (a split with the algorithm forced; "tuned" lets the tuner
+// choose), measured in turn at each size inside this one process, so all candidates meet the
+// same machine state; each time is the median of `reps` rounds.
+int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>& names, int reps) {
+  const Options& o = run.o;
+  std::vector<gyreComm_t> comms;
+  for (const auto& name : names) {
+    gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+    config.algorithm = name == "tuned" ? "auto" : name.c_str();
+    gyreComm_t c = nullptr;
+    CHECK(gyreCommSplit(comm, 0, run.rank, &c, &config));
+    comms.push_back(c);
+  }
+  if (run.rank == 0) {
+    std::printf(
+        "# gyre-bench %s: %d ranks, time (us) per algorithm, median of %d rounds of %d "
+        "iters, each algorithm in turn\n",
+        kCollNames[int(o.coll)], run.n, reps, o.iters);
+    std::printf("#%11s", "size");
+    for (const auto& name : names) std::printf(" %10s", name.c_str());
+    std::printf(" %10s %7s\n", "tuned/best", "#wrong");
+  }
+  for (double b = double(o.minBytes); b <= double(o.maxBytes) * 1.0000001; b *= o.factor) {
+    const size_t bytes = size_t(b);
+    std::vector<std::vector<double>> times(names.size());
+    uint64_t wrong = 0;
+    for (int round = 0; round < reps; ++round) {
+      for (size_t k = 0; k < names.size(); ++k) {
+        const size_t a = (k + size_t(round)) % names.size();  // rotate who goes first
+        run.comm = comms[a];
+        run.prepare(bytes, round == 0);
+        if (round == 0) {
+          run.barrier();
+          run.once(bytes);
+          wrong += run.wrong(bytes);
+        }
+        for (int i = 0; i < o.warmup; ++i) run.once(bytes);
+        run.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < o.iters; ++i) run.once(bytes);
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count() /
+            o.iters;
+        times[a].push_back(run.maxOverRanks(us));
+      }
+    }
+    wrong = run.sumOverRanks(wrong);
+    if (run.rank == 0) {
+      std::printf("%12zu", std::max(run.sendCount(bytes), run.recvCount(bytes)) * run.es);
+      double best = 1e300, tuned = -1;
+      for (size_t a = 0; a < names.size(); ++a) {
+        auto& t = times[a];
+        std::sort(t.begin(), t.end());
+        const double median = t[t.size() / 2];
+        std::printf(" %10.2f", median);
+        if (names[a] == "tuned") {
+          tuned = median;
+        } else {
+          best = std::min(best, median);
+        }
+      }
+      if (tuned >= 0 && best < 1e300) {
+        std::printf(" %10.2f", tuned / best);
+      } else {
+        std::printf(" %10s", "-");
+      }
+      std::printf(" %7llu\n", (unsigned long long)wrong);
+      std::fflush(stdout);
+    }
+  }
+  run.comm = comm;
+  for (auto c : comms) CHECK(gyreCommDestroy(c));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -391,6 +469,14 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
       ->capture_default_str();
   app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
+  std::string algorithms;
+  int rounds = 5;
+  app.add_option(
+      "--algos", algorithms,
+      "instead: compare algorithms (comma list of ring, tree, rd, tuned) in one process, "
+      "in turn at each size");
+  app.add_option("--rounds", rounds, "--algos: rounds per size (the median is shown)")
+      ->capture_default_str();
   double soakSeconds = 0;
   uint64_t seed = 1;
   app.add_option("--soak", soakSeconds,
@@ -422,6 +508,18 @@ int main(int argc, char** argv) {
   if (o.batch < 1 || (o.batch > 1 && o.coll != Coll::all_reduce)) {
     std::fprintf(stderr, "gyre-bench: --batch needs all_reduce and a value >= 1\n");
     return 2;
+  }
+  if (!algorithms.empty()) {
+    std::vector<std::string> names;
+    std::stringstream list(algorithms);
+    for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+    const size_t maxElems = std::max(run.sendCount(o.maxBytes), run.recvCount(o.maxBytes));
+    run.send.resize(std::max<size_t>(1, run.sendCount(o.maxBytes)) * run.es);
+    run.recv.resize(maxElems * run.es);
+    run.expected.resize(run.recvCount(o.maxBytes) * run.es);
+    const int rc = compareAlgorithms(comm, run, names, std::max(1, rounds));
+    CHECK(gyreCommDestroy(comm));
+    return rc;
   }
   if (soakSeconds > 0) {
     const int rc = soak(comm, o, soakSeconds, seed);
