@@ -76,6 +76,12 @@ void validate(const CommConfig& c) {
     fail(Code::invalid_argument, "job id must have 1 to 32 bytes");
   }
   if (c.nSlots < 2) fail(Code::invalid_argument, "need at least 2 slots per link");
+  if (!c.algorithm.empty() && c.algorithm != "ring" && c.algorithm != "tree" &&
+      c.algorithm != "rd" && c.algorithm != "auto") {
+    fail(Code::invalid_argument, "algorithm '" + c.algorithm +
+                                     "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
+                                     "auto");
+  }
   if (c.slotBytes < 64 || c.slotBytes > (64u << 20)) {
     fail(Code::invalid_argument, "slot size must be between 64 B and 64 MiB");
   }

@@ -13,9 +13,6 @@ namespace {
 // is two dependent steps; busbw at 64 MiB gives the per-link bandwidth.
 constexpr double kTcpAlphaUs = 14.0;
 constexpr double kTcpBetaBytesUs = 1500.0;
-// Bruck's steps double in size and run one after another, without the ring's pipelining
-// across steps.
-constexpr double kBruckPenalty = 1.2;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -88,7 +85,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       break;
     case Collective::all_gather:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
-      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn * kBruckPenalty;
+      // Bruck moves the ring's bytes in fewer, larger steps; measured in one process beside
+      // the ring it was as fast or faster at every size from 32 KiB (n = 4 and 8).
+      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn;
       break;
     case Collective::broadcast:
     case Collective::reduce:

@@ -109,6 +109,19 @@ TEST_CASE("split: two colors run different collectives at once; the parent can g
         CHECK(got[1] == 100 + round);
       }
     }
+    // A split may force an algorithm (what gyre-bench --algos does); a bad name is refused.
+    gyreConfig_t tree = GYRE_CONFIG_INITIALIZER;
+    tree.algorithm = "tree";
+    gyreComm_t forced = nullptr;
+    OK(gyreCommSplit(c, 0, 0, &forced, &tree));
+    int64_t v = r, sum = 0;
+    OK(gyreAllReduce(&v, &sum, 1, gyreInt64, gyreSum, forced, nullptr));
+    CHECK(sum == (r % 2 ? 1 + 3 : 0 + 2));
+    OK(gyreCommDestroy(forced));
+    gyreConfig_t bogus = GYRE_CONFIG_INITIALIZER;
+    bogus.algorithm = "fastest";
+    CHECK(gyreCommSplit(c, 0, 0, &forced, &bogus) == gyreInvalidArgument);
+    CHECK(forced == nullptr);
     gyreComm_t dup = nullptr;
     OK(gyreCommDup(c, &dup));
     int one = 1, total = 0;
