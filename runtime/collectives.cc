@@ -80,6 +80,7 @@ void Communicator::Impl::runChannels(
       for (int c = 0; c < channels; ++c) connection(peer, c);  // ascending (peer, channel)
   }
   std::atomic<bool> failed{false};
+  std::atomic<int> first{-1};  // the channel that failed first; the others it stopped
   OpContext shared = ctx;
   shared.channelFailed = &failed;
   std::vector<Status> results(static_cast<size_t>(channels));
@@ -90,6 +91,8 @@ void Communicator::Impl::runChannels(
       body(shared, c, lo, hi);
     } catch (const Failure& f) {
       results[size_t(c)] = f.status();
+      int none = -1;
+      first.compare_exchange_strong(none, c);
       failed.store(true);
     }
   };
@@ -97,16 +100,13 @@ void Communicator::Impl::runChannels(
   for (int c = 1; c < channels; ++c) helpers.emplace_back(one, c);
   one(0);
   for (auto& t : helpers) t.join();
-  // Report the channel that failed first, not the ones it stopped.
-  for (const Status& s : results)
-    if (!s.ok() && s.message.find("another channel") == std::string::npos) throw Failure(s);
-  for (const Status& s : results)
-    if (!s.ok()) throw Failure(s);
+  if (first.load() >= 0) throw Failure(results[size_t(first.load())]);
 }
 
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   const Choice c = tuner->choose(coll, bytes, config.nranks);
   // Logged once per collective, algorithm and power-of-two size class.
+  if (!logEnabled(LogLevel::info)) return c.algorithm;
   int sizeClass = 0;
   while (sizeClass < 63 && (size_t(1) << (sizeClass + 1)) <= bytes) ++sizeClass;
   if (loggedChoices.insert((int(coll) << 16) | (int(c.algorithm) << 8) | sizeClass).second) {
