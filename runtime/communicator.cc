@@ -15,6 +15,7 @@
 #include "runtime/store/server.h"
 #include "runtime/store/tcp_store.h"
 #include "transport/event_loop.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace gyre {
@@ -107,7 +108,11 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   PeerInfo self;
   self.rank = config.rank;
   self.hostId = localHostId();
+  if (config.transport != "tcp") {
+    shm = std::make_unique<ShmTransport>(*tcp, link, config.shmDir, config.transport == "shm");
+  }
   tcp->publish(self);
+  if (shm) shm->publish(self);
   const auto all = bootstrap->allGather(self.encode());
   for (const auto& text : all) peers.push_back(PeerInfo::decode(text));
   for (int r = 0; r < config.nranks; ++r) {
@@ -118,10 +123,12 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
                                   size_t(config.nSlots / 2) * config.slotBytes);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
-  // Ring neighbours now; other pairs connect on first use.
+  // Ring neighbours now (in ascending order, like execute()); other pairs on first use.
   if (config.nranks > 1) {
-    connection((config.rank + 1) % config.nranks, 0);
-    connection((config.rank + config.nranks - 1) % config.nranks, 0);
+    const int next = (config.rank + 1) % config.nranks;
+    const int prev = (config.rank + config.nranks - 1) % config.nranks;
+    connection(std::min(next, prev), 0);
+    connection(std::max(next, prev), 0);
   }
   GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
                      listenHost + ":" + std::to_string(self.tcpPort));
@@ -132,13 +139,27 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
   auto it = connections.find(key);
   if (it != connections.end()) return *it->second;
   const auto deadline = Clock::now() + config.timeout;
-  auto conn = tcp->connect(peers[peer], channel, deadline, [this]() -> Status {
+  auto conn = transportFor(peer).connect(peers[peer], channel, deadline, [this]() -> Status {
     if (abortFlag.load()) return {Code::aborted, "aborted by gyreCommAbort"};
     return board ? board->recorded() : Status{};
   });
   GYRE_LOG(trace, who() + ": connected to rank " + std::to_string(peer) + " channel " +
                       std::to_string(channel) + " over " + conn->transportName());
   return *connections.emplace(key, std::move(conn)).first->second;
+}
+
+Transport& Communicator::Impl::transportFor(int peer) {
+  const PeerInfo& self = peers[config.rank];
+  if (shm && shm->canConnect(self, peers[peer])) return *shm;
+  if (config.transport == "shm") {
+    const std::string why = !shm->unusableReason().empty() ? "this rank: " + shm->unusableReason()
+                            : peers[peer].hostId != self.hostId
+                                ? "it runs on another host (" + peers[peer].hostId + ")"
+                                : "its shared memory is unusable (see its log)";
+    fail(Code::invalid_usage, who() + ": GYRE_TRANSPORT=shm but rank " + std::to_string(peer) +
+                                  " cannot be reached over shared memory: " + why);
+  }
+  return *tcp;
 }
 
 void Communicator::Impl::drainQueue() {

@@ -22,6 +22,7 @@ class Bootstrap;
 class EventLoop;
 class FailureBoard;
 class StoreServer;
+class ShmTransport;
 class TcpTransport;
 
 struct Communicator::Impl {
@@ -34,6 +35,7 @@ struct Communicator::Impl {
   std::vector<PeerInfo> peers;
   std::unique_ptr<EventLoop> loop;
   std::unique_ptr<TcpTransport> tcp;
+  std::unique_ptr<ShmTransport> shm;  // null when GYRE_TRANSPORT=tcp
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::unique_ptr<Tuner> tuner;
   int splits = 0;                       // split() calls so far: names children's namespaces
@@ -61,6 +63,7 @@ struct Communicator::Impl {
   void init(const std::string& explicitNamespace);
   std::shared_ptr<Store> openStore();
   Connection& connection(int peer, int channel);
+  Transport& transportFor(int peer);
   // Exchanges (both partners send, then receive) go slot by slot, so each side's receive
   // overlaps the other's send.
   size_t slotElems(DataType type) const {

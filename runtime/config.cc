@@ -43,6 +43,8 @@ void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
+  if (const char* v = env("GYRE_TRANSPORT")) c.transport = v;
+  if (const char* v = env("GYRE_SHM_DIR")) c.shmDir = v;
 }
 
 CommConfig configFromEnv() {
@@ -81,6 +83,10 @@ void validate(const CommConfig& c) {
     fail(Code::invalid_argument, "algorithm '" + c.algorithm +
                                      "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
                                      "auto");
+  }
+  if (c.transport != "auto" && c.transport != "tcp" && c.transport != "shm") {
+    fail(Code::invalid_argument,
+         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm");
   }
   if (c.slotBytes < 64 || c.slotBytes > (64u << 20)) {
     fail(Code::invalid_argument, "slot size must be between 64 B and 64 MiB");

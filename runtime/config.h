@@ -28,10 +28,14 @@ struct CommConfig {
   std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
   std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
   int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
+  // GYRE_TRANSPORT: auto (shared memory for peers on this host, else tcp), tcp, or shm (every
+  // peer over shared memory, an error where that cannot be).
+  std::string transport = "auto";
+  std::string shmDir = "/dev/shm";  // GYRE_SHM_DIR: where shared-memory segments live
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
-// GYRE_ALGO, GYRE_CHANNELS.
+// GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

@@ -10,7 +10,7 @@ namespace gyre {
 std::string PeerInfo::encode() const {
   std::ostringstream out;
   out << "rank=" << rank << "\nhost=" << hostId << "\ntcp=" << tcpHost << "\nport=" << tcpPort
-      << "\n";
+      << "\nshm=" << (shm ? 1 : 0) << "\n";
   return out.str();
 }
 
@@ -31,6 +31,8 @@ PeerInfo PeerInfo::decode(const std::string& text) {
         info.hostId = value;
       } else if (key == "tcp") {
         info.tcpHost = value;
+      } else if (key == "shm") {
+        info.shm = value == "1";
       } else if (key == "port") {
         const int port = std::stoi(value);
         if (port < 0 || port > 65535) throw std::out_of_range("port");

@@ -17,6 +17,7 @@ struct PeerInfo {
   std::string hostId;   // hostname + boot id: equal means same machine
   std::string tcpHost;  // data-plane listen address
   uint16_t tcpPort = 0;
+  bool shm = false;  // accepts shared-memory connections from ranks on its host
 
   std::string encode() const;
   static PeerInfo decode(const std::string& text);  // throws Failure on malformed input

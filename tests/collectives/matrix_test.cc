@@ -300,12 +300,16 @@ std::vector<Case> casesFor(int n, const std::string& algorithm) {
   return cases;
 }
 
-void runMatrix(int n, const std::string& algorithm, int channels = 0) {
+// Ranks as threads share a host, so `auto` means shared memory.
+void runMatrix(int n, const std::string& algorithm, int channels = 0,
+               const std::string& transport = "auto") {
   CommConfig config = test::tinySlots();
   config.algorithm = algorithm;
   config.channels = channels;
-  test::ThreadJob job(n, config,
-                      "matrix-" + algorithm + std::to_string(channels) + "-" + std::to_string(n));
+  config.transport = transport;
+  test::ThreadJob job(
+      n, config,
+      "matrix-" + algorithm + std::to_string(channels) + "-" + std::to_string(n) + transport);
   const auto cases = casesFor(n, algorithm);
   std::vector<std::string> failures(n);
   job.run([&](Communicator& c, int r) {
@@ -318,8 +322,8 @@ void runMatrix(int n, const std::string& algorithm, int channels = 0) {
       }
     }
   });
-  MESSAGE(n << " ranks, " << algorithm << ", channels " << channels << ": " << cases.size()
-            << " calls checked");
+  MESSAGE(n << " ranks, " << algorithm << ", channels " << channels << ", " << transport << ": "
+            << cases.size() << " calls checked");
   for (int r = 0; r < n; ++r) CHECK_MESSAGE(failures[r].empty(), failures[r]);
 }
 
@@ -341,4 +345,10 @@ TEST_CASE("matrix: recursive doubling") {
 }
 TEST_CASE("matrix: the tuner's own choices") {
   for (int n : {3, 4}) runMatrix(n, "");
+}
+TEST_CASE("matrix: every algorithm over tcp") {
+  for (int n : {2, 3, 5, 8}) {
+    for (const char* algorithm : {"ring", "tree", "rd"}) runMatrix(n, algorithm, 0, "tcp");
+  }
+  runMatrix(3, "ring", 2, "tcp");
 }

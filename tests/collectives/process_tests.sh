@@ -48,7 +48,7 @@ failing-rank)
   grep -q 'gyre-run: rank 1 failed (exit code 3)' "$out" || fail "gyre-run did not name rank 1"
   # Every surviving rank names the operation and the lost rank (the first detector's cause).
   for r in 0 2 3; do
-    grep -qE "^\[$r\] walkthrough: .*all_reduce #1 .*(send to|receive from) rank 1 failed over tcp" "$out" ||
+    grep -qE "^\[$r\] walkthrough: .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
       fail "rank $r did not report an error naming the operation and rank 1"
   done
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
@@ -118,7 +118,7 @@ kill9)
   [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 2 killed by SIGKILL)"
   grep -q 'gyre-run: rank 2 failed (signal 9 (SIGKILL))' "$out" || fail "gyre-run did not name rank 2 and SIGKILL"
   for r in 0 1 3; do
-    grep -qE "^\[$r\] walkthrough: .*all_reduce #[0-9]+ .*rank 2 failed over tcp" "$out" ||
+    grep -qE "^\[$r\] walkthrough: .*all_reduce #[0-9]+ .*rank 2 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
       fail "rank $r did not name rank 2"
   done
   [ "$ms" -lt 15000 ] || fail "took $ms ms from the kill to the end of the job"
@@ -162,6 +162,37 @@ rendezvous-killed)
   [ "$(grep -c 'second communicator: .*rendezvous' "$out")" -eq 3 ] ||
     fail "a new communicator did not fail with a clear rendezvous error"
   ;;
+shm-fallback)
+  # Shared memory that cannot be used: a warning, then tcp; with GYRE_TRANSPORT=shm, a clear
+  # error instead. A /dev/shm with room for only some segments: those connections fall back.
+  GYRE_SHM_DIR=/nonexistent/shm GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$walk" >"$out" 2>&1 ||
+    fail "walkthrough without usable shared memory exited $?"
+  grep -q '^\[0\] walkthrough: 3 ranks, all correct' "$out" || fail "no success line without shared memory"
+  grep -q 'shared memory unusable (/nonexistent/shm: No such file or directory); peers on this host use tcp' "$out" ||
+    fail "no warning about the unusable directory"
+  GYRE_TRANSPORT=shm GYRE_SHM_DIR=/nonexistent/shm GYRE_TIMEOUT=20 timeout 60 "$run" -n 2 "$walk" >"$out" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] || fail "GYRE_TRANSPORT=shm succeeded without shared memory"
+  grep -q 'GYRE_TRANSPORT=shm but rank [01] cannot be reached over shared memory: this rank: /nonexistent/shm' "$out" ||
+    fail "GYRE_TRANSPORT=shm did not say why it failed"
+  small=$(mktemp -d)
+  if mount -t tmpfs -o size=3m gyre-test "$small" 2>/dev/null; then
+    # Segments of 8 x 64 KiB slots each way: ~1 MiB; four ring connections need ~4 MiB.
+    GYRE_SHM_DIR=$small GYRE_SLOT_BYTES=65536 GYRE_DEBUG=TRACE GYRE_TIMEOUT=60 timeout 120 \
+      "$run" -n 4 "$walk" >"$out" 2>&1
+    rc=$?
+    left=$(ls "$small" | wc -l)
+    umount "$small"
+    [ "$rc" -eq 0 ] || fail "walkthrough with a small shared-memory directory exited $rc"
+    grep -q 'connected to rank [0-9]* channel 0 over shm' "$out" || fail "no connection used shm"
+    grep -qE 'cannot reserve [0-9]+ KiB in .*: No space left on device; this connection uses tcp' "$out" ||
+      fail "no connection fell back to tcp with a clear warning"
+    [ "$left" -eq 0 ] || fail "$left segments left in the small directory"
+  else
+    echo "shm-fallback: the small-directory case needs to mount a tmpfs (root); skipped"
+  fi
+  rmdir "$small"
+  ;;
 soak)
   # Random verified collectives for a few seconds (the note reports a 10-minute run).
   GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" --soak 5 -e 1M --seed 11 >"$out" 2>&1 ||
@@ -184,7 +215,7 @@ strangers)
       { exec 3<>"/dev/tcp/127.0.0.1/$p"; } 2>/dev/null || continue
       case $(( visits % 3 )) in
         0) head -c 2048 /dev/urandom >&3 2>/dev/null ;;
-        1) { printf 'GYRD\002\000\000\000'; head -c 200 /dev/urandom; } >&3 2>/dev/null ;;
+        1) { printf 'GYRD\003\000\000\000'; head -c 200 /dev/urandom; } >&3 2>/dev/null ;;
         2) sleep 0.02 ;;
       esac
       exec 3>&-

@@ -12,12 +12,14 @@ inline constexpr char kHelloMagic[4] = {'G', 'Y', 'R', 'D'};
 inline constexpr char kChallengeMagic[4] = {'G', 'Y', 'R', 'C'};
 inline constexpr char kProofMagic[4] = {'G', 'Y', 'R', 'P'};
 inline constexpr char kAckMagic[4] = {'G', 'Y', 'R', 'A'};
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
+// Hello.flags: after the Ack the dialler offers a shared-memory segment (docs/protocol.md).
+inline constexpr uint16_t kFlagShmOffer = 1;
 
 struct Hello {
   char magic[4];
   uint16_t version;
-  uint16_t reserved;
+  uint16_t flags;
   char jobId[32];
   int32_t fromRank;
   int32_t toRank;

@@ -153,23 +153,52 @@ void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
               pending->ack.status = 0;
               asio::async_write(pending->socket, asio::buffer(&pending->ack, sizeof(wire::Ack)),
                                 [this, pending](const asio::error_code& wec, size_t) {
-                                  if (wec) return;
-                                  std::lock_guard lock(mutex_);
-                                  const auto key = std::make_pair(int(pending->hello.fromRank),
-                                                                  int(pending->hello.channel));
-                                  accepted_.insert_or_assign(key, std::move(pending->socket));
-                                  accepted_cv_.notify_all();
+                                  if (!wec) handOverOnLoop(pending);
                                 });
             });
       });
 }
 
+void TcpTransport::handOverOnLoop(std::shared_ptr<Pending> pending) {
+  auto ready = [this, pending] {
+    pending->timer.cancel();
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_pair(int(pending->hello.fromRank), int(pending->hello.channel));
+    accepted_.insert_or_assign(key, std::move(pending->socket));
+    accepted_cv_.notify_all();
+  };
+  if (pending->hello.flags == 0) return ready();
+  if (!acceptHook_) {
+    GYRE_LOG(warn, "rank " + std::to_string(config_.rank) +
+                       ": refused a data connection from rank " +
+                       std::to_string(pending->hello.fromRank) +
+                       ": it asked for shared memory, which this rank does not use");
+    asio::error_code ignored;
+    pending->socket.close(ignored);
+    return;
+  }
+  armHandshakeTimer(pending);
+  acceptHook_(pending->socket, pending->hello.fromRank, pending->hello.channel,
+              pending->hello.flags, ready);
+}
+
 std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int channel,
                                                   Clock::time_point deadline,
                                                   const Interrupt& interrupted) {
+  return wrap(connectSocket(peer, channel, deadline, interrupted), peer.rank, channel);
+}
+
+tcp::socket TcpTransport::connectSocket(const PeerInfo& peer, int channel,
+                                        Clock::time_point deadline, const Interrupt& interrupted,
+                                        uint16_t flags) {
   if (peer.rank == config_.rank) fail(Code::internal, "tcp connect to self");
-  return config_.rank < peer.rank ? dial(peer, channel, deadline)
+  return config_.rank < peer.rank ? dial(peer, channel, deadline, flags)
                                   : awaitAccepted(peer, channel, deadline, interrupted);
+}
+
+std::shared_ptr<Connection> TcpTransport::wrap(tcp::socket socket, int peer, int channel) {
+  return std::make_shared<TcpConnection>(loop_, std::move(socket), config_.rank, peer, channel,
+                                         config_);
 }
 
 namespace {
@@ -249,8 +278,8 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
 
 }  // namespace
 
-std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel,
-                                               Clock::time_point deadline) {
+tcp::socket TcpTransport::dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                               uint16_t flags) {
   const std::string who = "rank " + std::to_string(config_.rank) + ": connecting to rank " +
                           std::to_string(peer.rank) + " at " + peer.tcpHost + ":" +
                           std::to_string(peer.tcpPort) + " (channel " + std::to_string(channel) +
@@ -264,6 +293,7 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   d->deadline = deadline;
   std::memcpy(d->hello.magic, wire::kHelloMagic, 4);
   d->hello.version = wire::kProtocolVersion;
+  d->hello.flags = flags;
   wire::copyJobId(d->hello.jobId, config_.jobId);
   d->hello.fromRank = config_.rank;
   d->hello.toRank = peer.rank;
@@ -299,15 +329,11 @@ std::shared_ptr<Connection> TcpTransport::dial(const PeerInfo& peer, int channel
   if (std::memcmp(d->ack.magic, wire::kAckMagic, 4) != 0 || d->ack.status != 0) {
     fail(Code::remote_error, who + ": bad handshake reply");
   }
-  auto conn = std::make_shared<TcpConnection>(loop_, std::move(d->socket), config_.rank, peer.rank,
-                                              channel, config_);
-
-  return conn;
+  return std::move(d->socket);
 }
 
-std::shared_ptr<Connection> TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
-                                                        Clock::time_point deadline,
-                                                        const Interrupt& interrupted) {
+tcp::socket TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
+                                        Clock::time_point deadline, const Interrupt& interrupted) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(peer.rank, channel);
   while (accepted_.count(key) == 0) {
@@ -330,11 +356,7 @@ std::shared_ptr<Connection> TcpTransport::awaitAccepted(const PeerInfo& peer, in
   }
   auto socket = std::move(accepted_.at(key));
   accepted_.erase(key);
-  lock.unlock();
-  auto conn = std::make_shared<TcpConnection>(loop_, std::move(socket), config_.rank, peer.rank,
-                                              channel, config_);
-
-  return conn;
+  return socket;
 }
 
 }  // namespace gyre

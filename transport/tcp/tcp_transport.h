@@ -27,6 +27,18 @@ class TcpTransport : public Transport {
   void publish(PeerInfo& self) override;
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
+  // The authenticated socket connect() would build on, for transports that set up over tcp
+  // (shared memory keeps it to notice a peer that dies); wrap() makes it a tcp connection.
+  // `flags` (wire::kFlag...) travel in the dialler's Hello.
+  asio::ip::tcp::socket connectSocket(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted, uint16_t flags = 0);
+  std::shared_ptr<Connection> wrap(asio::ip::tcp::socket socket, int peer, int channel);
+  // Runs on the loop when an accepted connection's Hello carried flags, after the handshake;
+  // the socket reaches connect() once the hook calls `ready` (the handshake timeout still
+  // applies until then). Set before publish().
+  using AcceptHook = std::function<void(asio::ip::tcp::socket& socket, int peer, int channel,
+                                        uint16_t flags, std::function<void()> ready)>;
+  void setAcceptHook(AcceptHook hook) { acceptHook_ = std::move(hook); }
   // Stops accepting; from the user thread before the loop stops.
   void shutdown();
 
@@ -36,15 +48,17 @@ class TcpTransport : public Transport {
   void armHandshakeTimer(const std::shared_ptr<Pending>& pending);
   void readHelloOnLoop(std::shared_ptr<Pending> pending);
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
-  std::shared_ptr<Connection> dial(const PeerInfo& peer, int channel, Clock::time_point deadline);
-  std::shared_ptr<Connection> awaitAccepted(const PeerInfo& peer, int channel,
-                                            Clock::time_point deadline,
-                                            const Interrupt& interrupted);
+  void handOverOnLoop(std::shared_ptr<Pending> pending);
+  asio::ip::tcp::socket dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                             uint16_t flags);
+  asio::ip::tcp::socket awaitAccepted(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted);
 
   EventLoop& loop_;
   const LinkConfig config_;
   const std::string listenHost_;
   asio::ip::tcp::acceptor acceptor_;
+  AcceptHook acceptHook_;
 
   std::mutex mutex_;
   std::condition_variable accepted_cv_;

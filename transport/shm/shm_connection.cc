@@ -1,0 +1,108 @@
+#include "transport/shm/shm_connection.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <new>
+
+namespace gyre {
+
+namespace {
+constexpr size_t align64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
+// How long a waiter may be stuck before it looks at the socket again.
+constexpr auto kLivenessInterval = std::chrono::milliseconds(5);
+}  // namespace
+
+ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
+  ShmLayout l;
+  size_t at = kHeaderBytes;
+  for (int d = 0; d < 2; ++d) {
+    l.counters[d] = at;
+    at += align64(sizeof(LinkCounters));
+    l.metas[d] = at;
+    at += align64(nSlots * sizeof(SlotMeta));
+    l.data[d] = at;
+    at += align64(nSlots * slotBytes);
+  }
+  l.total = at;
+  return l;
+}
+
+ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer, int channel,
+                             const LinkConfig& config)
+    : Connection(peer, channel), segment_(std::move(segment)), fd_(fd), selfRank_(selfRank) {
+  const ShmLayout layout = ShmLayout::of(config.nSlots, config.slotBytes);
+  auto* base = static_cast<std::byte*>(segment_.data());
+  auto linkAt = [&](int d) {
+    Link link;
+    // The file starts zeroed: zero counters are the ring's start on both sides, so whichever
+    // side maps first, neither constructs over the other's writes.
+    link.counters = std::launder(reinterpret_cast<LinkCounters*>(base + layout.counters[d]));
+    link.metas = std::launder(reinterpret_cast<SlotMeta*>(base + layout.metas[d]));
+    link.data = base + layout.data[d];
+    link.nSlots = config.nSlots;
+    link.slotBytes = config.slotBytes;
+    return link;
+  };
+  const int out = selfRank < peer ? 0 : 1;
+  send_ = linkAt(out);
+  recv_ = linkAt(1 - out);
+}
+
+ShmConnection::~ShmConnection() {
+  ::close(fd_);
+}
+
+void ShmConnection::awaitRecv(Clock::time_point until) {
+  WaitWord& tail = recv_.counters->tail;
+  const uint32_t head = recv_.counters->head.value.load(std::memory_order_relaxed);
+  if (tail.value.load(std::memory_order_acquire) == head) sleepWhileEqual(tail, head, until);
+}
+
+// Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
+Status ShmConnection::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) {
+    const int64_t now = Clock::now().time_since_epoch().count();
+    int64_t due = nextCheck_.load(std::memory_order_relaxed);
+    if (now < due || !nextCheck_.compare_exchange_strong(
+                         due, now + std::chrono::nanoseconds(kLivenessInterval).count())) {
+      return {};
+    }
+    char byte;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
+    const std::string cause = n == 0  ? "its end of the connection closed (it exited or failed)"
+                              : n > 0 ? "it sent unexpected bytes"
+                                      : errnoText(errno);
+    fail({Code::remote_error, "rank " + std::to_string(selfRank_) + ": rank " +
+                                  std::to_string(peer()) + " failed over shm: " + cause});
+  }
+  std::lock_guard lock(failureMutex_);
+  return failure_;
+}
+
+void ShmConnection::fail(Status status) const {
+  {
+    std::lock_guard lock(failureMutex_);
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+  failed_.store(true, std::memory_order_seq_cst);
+  // Sleepers on our side wake now rather than at their next time slice.
+  for (Link* link : {const_cast<Link*>(&send_), const_cast<Link*>(&recv_)}) {
+    notifyAll(link->counters->head);
+    notifyAll(link->counters->tail);
+  }
+}
+
+// The peer sees the socket close at its next liveness check and fails over to the cause the
+// failure board recorded.
+void ShmConnection::close() {
+  if (closed_.exchange(true)) return;
+  ::shutdown(fd_, SHUT_RDWR);
+  fail({Code::aborted, "rank " + std::to_string(selfRank_) + ": the shared-memory connection to " +
+                           "rank " + std::to_string(peer()) + " was closed"});
+}
+
+}  // namespace gyre

@@ -1,0 +1,67 @@
+// Shared-memory transport for ranks on one host (equal host ids: hostname + boot id).
+//
+// A connection starts as an authenticated tcp connection (the tcp transport's handshake).
+// Over it the lower rank offers a fresh segment holding both link rings; the higher rank's
+// event loop maps it and says so (no user thread of the higher rank takes part, so a rank
+// can set up a connection while its peer is busy elsewhere, as with tcp), and the lower rank
+// unlinks the name at once. Whenever either side cannot (no space, no permission, another
+// mount namespace), both keep the socket as a plain tcp connection and the reason is logged
+// as a warning: the choice is per connection and both sides always agree.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "transport/shm/segment.h"
+
+#include "transport/transport.h"
+
+namespace gyre {
+
+class TcpTransport;
+
+class ShmTransport : public Transport {
+ public:
+  // `required`: a connection that cannot use shared memory is an error, not a tcp fallback.
+  // Installs its accept hook on `tcp`: construct before tcp.publish().
+  ShmTransport(TcpTransport& tcp, LinkConfig config, std::string dir, bool required);
+
+  const char* name() const override { return "shm"; }
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return usable_ && peer.shm && peer.hostId == self.hostId;
+  }
+  // Sweeps segments of dead processes and checks that the directory can hold segments; if it
+  // cannot, warns once and leaves `self.shm` false so that every peer uses tcp with us.
+  void publish(PeerInfo& self) override;
+  std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted) override;
+  // Bytes of one connection's segment.
+  size_t segmentBytes() const;
+  const std::string& unusableReason() const { return unusableReason_; }
+
+ private:
+  // What the loop made of a peer's offer, until connect() collects it.
+  struct Prepared {
+    ShmSegment segment;
+    std::string error;  // why not; empty when `segment` is mapped
+  };
+  void answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, int channel,
+                         std::function<void()> ready);
+  std::shared_ptr<Connection> offer(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                    const Interrupt& interrupted);
+  std::shared_ptr<Connection> collect(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted);
+
+  TcpTransport& tcp_;
+  const LinkConfig config_;
+  const std::string dir_;
+  const bool required_;
+  bool usable_ = false;
+  std::string unusableReason_ = "not published yet";
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, Prepared> prepared_;  // (peer, channel)
+};
+
+}  // namespace gyre
