@@ -3,6 +3,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <sched.h>
 
 #include <cstring>
 
@@ -119,6 +120,15 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
+  spin = config.spin;
+  if (spin.count() < 0) {
+    // Polling pays only while no rank waits for a core: one thread per rank on this host.
+    const int local = int(std::count_if(
+        peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == self.hostId; }));
+    cpu_set_t cpus;
+    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    spin = local <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
+  }
   tuner = std::make_unique<Tuner>(Tuner::tcpLoopback(), config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes);
   sentTo.assign(config.nranks, 0);
@@ -183,7 +193,7 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
   ctx.timeout = config.timeout;
   ctx.deadline = Clock::now() + config.timeout;
   ctx.abort = &abortFlag;
-  ctx.spin = config.spin;
+  ctx.spin = spin;
   if (!p2p) board->started(ctx.desc);
   try {
     body(ctx);

@@ -24,7 +24,9 @@ struct CommConfig {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // GYRE_TIMEOUT (seconds)
   uint32_t nSlots = 8;                                         // GYRE_NSLOTS
   size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
-  std::chrono::microseconds spin{0};                           // GYRE_SPIN_US
+  // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): 50 µs where every rank
+  // on this host can have a core of its own, else 0.
+  std::chrono::microseconds spin{-1};
   std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
   std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
   int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
