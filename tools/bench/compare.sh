@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
-# Runs gyre-bench and the peer benchmarks (Gloo TCP, Open MPI TCP, Open MPI shared memory,
-# from ../shared/peers) in one session on this machine, and prints, per collective, rank
-# count and size, the median busbw of each over repeated runs and gyre's ratio to each peer.
+# Runs gyre-bench (over each chosen transport) and the peer benchmarks (Gloo TCP, Open MPI
+# TCP, Open MPI's default: shared memory on one host, from ../shared/peers) in one session on
+# this machine. Prints, per collective and rank count, the median busbw and time of each
+# over repeated runs and gyre's ratios (gyre tcp against the tcp peers, gyre shm against
+# Open MPI shm), and draws PNG plots with gnuplot: busbw vs size, and time vs size up to
+# 64 KiB, one line per library.
 #
-# usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-l PEERS] [-o DIR]
-#   -r RANKS    rank counts                          (default 2,4)
-#   -s SIZES    message sizes                        (default 8,64K,1M,16M,256M)
-#   -p OPS      allreduce,allgather,broadcast        (default allreduce)
-#   -k REPEATS  runs of each measurement, median kept (default 3)
-#   -l PEERS    gloo,mpi_tcp,mpi_default             (default all three)
-#   -o DIR      keep raw logs here                   (default a fresh temporary folder)
+# usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
+#                               [-l PEERS] [-o DIR]
+#   -r RANKS       rank counts                          (default 2,4)
+#   -s SIZES       message sizes                        (default 8,64K,1M,16M,256M)
+#   -p OPS         allreduce,allgather,broadcast        (default allreduce)
+#   -k REPEATS     runs of each measurement, median kept (default 3)
+#   -t TRANSPORTS  gyre transports: shm,tcp              (default both)
+#   -l PEERS       gloo,mpi_tcp,mpi_default             (default all three)
+#   -o DIR         logs, rows.txt, tables.md and plots/  (default a fresh temporary folder)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers),
 #              GYRE_BENCH_ARGS (extra gyre-bench flags).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
-ranks=2,4 sizes=8,64K,1M,16M,256M ops=allreduce repeats=3 peerlist=gloo,mpi_tcp,mpi_default out=""
-while getopts "r:s:p:k:l:o:h" opt; do
+ranks=2,4 sizes=8,64K,1M,16M,256M ops=allreduce repeats=3 transports=shm,tcp
+peerlist=gloo,mpi_tcp,mpi_default out=""
+while getopts "r:s:p:k:t:l:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
-    l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
+    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
 mkdir -p "$out"
 [ -x "$build/tools/gyre-bench" ] || { echo "build gyre first (cmake --build $build)"; exit 1; }
 [ -x "$peers/run.sh" ] || { echo "no peer kit at $peers"; exit 1; }
+if ! command -v gnuplot >/dev/null; then
+  echo "# installing gnuplot-nox for the plots"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 ||
+    echo "# warning: no gnuplot (apt-get install gnuplot-nox); tables only"
+fi
 
 bytes() {  # 64K -> 65536
   local v=${1%[KMGkmg]} u=${1: -1}
@@ -35,66 +46,116 @@ bytes() {  # 64K -> 65536
 }
 gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather ;; *) echo "$1" ;; esac; }
 
-echo "# gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r); logs in $out"
+header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
+echo "# $header; logs in $out"
 for k in $(seq "$repeats"); do
   "$peers/run.sh" -n -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" >/dev/null 2>&1 ||
     echo "# warning: peer run $k failed (see $out/peers_$k)"
-  for n in ${ranks//,/ }; do
-    for op in ${ops//,/ }; do
-      for s in ${sizes//,/ }; do
-        b=$(bytes "$s")
-        iters=$(( b > 0 ? 200000000 / b : 1000 )); iters=$(( iters < 5 ? 5 : (iters > 2000 ? 2000 : iters) ))
-        "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" "$(gyre_op "$op")" \
-          -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} >>"$out/gyre_${op}_n${n}_$k.txt" 2>&1
+  for t in ${transports//,/ }; do
+    for n in ${ranks//,/ }; do
+      for op in ${ops//,/ }; do
+        for s in ${sizes//,/ }; do
+          b=$(bytes "$s")
+          iters=$(( b > 0 ? 200000000 / b : 1000 )); iters=$(( iters < 5 ? 5 : (iters > 2000 ? 2000 : iters) ))
+          GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
+            "$(gyre_op "$op")" -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
+            >>"$out/gyre_${t}_${op}_n${n}_$k.txt" 2>&1
+        done
       done
     done
   done
 done
 
-# Rows: "lib op n size busbw time" from every run, then medians.
+# Rows: "lib op n size busbw time" from every run.
 {
   for f in "$out"/gyre_*_n*_*.txt; do
-    base=$(basename "$f" .txt); op=${base#gyre_}; op=${op%%_n*}; n=${base##*_n}; n=${n%_*}
-    awk -v op="$op" -v n="$n" '/^ *[0-9]/ {print "gyre", op, n, $1, $8, $6}' "$f"
+    base=$(basename "$f" .txt); rest=${base#gyre_}; t=${rest%%_*}; rest=${rest#*_}
+    op=${rest%%_n*}; n=${rest##*_n}; n=${n%_*}
+    awk -v lib="gyre_$t" -v op="$op" -v n="$n" '/^ *[0-9]/ {print lib, op, n, $1, $8, $6}' "$f"
   done
   for f in "$out"/peers_*/*_n*.txt; do
     [ -f "$f" ] || continue
     lib=$(basename "$f" .txt); n=${lib##*_n}; lib=${lib%_n*}
+    [ "$lib" = mpi_default ] && lib=mpi_shm
     awk -v lib="$lib" -v n="$n" '/^# op / {op=$3} /^ *[0-9]/ && op != "" {print lib, op, n, $1, $8, $6}' "$f"
   done
 } >"$out/rows.txt"
 
-awk -v peers="$peerlist" '
-  { key = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4; vals[key] = vals[key] " " $5; times[key] = times[key] " " $6
-    ops[$2] = 1; ns[$3] = 1; sizes[$4] = 1 }
+# Medians: "lib op n size busbw time".
+awk '
+  { key = $1 " " $2 " " $3 " " $4; bw[key] = bw[key] " " $5; tm[key] = tm[key] " " $6 }
   function median(list,   a, k, i, j, t) {
-    k = split(list, a, " "); if (k == 0) return "";
+    k = split(list, a, " ")
     for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
     return a[int((k + 1) / 2)]
   }
+  END { for (key in bw) print key, median(bw[key]), median(tm[key]) }' "$out/rows.txt" |
+  sort -k1,1 -k2,2 -k3,3n -k4,4n >"$out/medians.txt"
+
+# Tables: every library's busbw (time in µs below 64 KiB, where busbw rounds to 0) and the
+# ratios gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time.
+awk -v header="$header" '
+  { key = $2 " " $3; cases[key] = 1; sizes[key " " $4] = 1; bw[$1 " " key " " $4] = $5; tm[$1 " " key " " $4] = $6; libs[$1] = 1 }
+  function cell(l, k, s) { return ((l " " k " " s) in bw) ? (s < 65536 ? sprintf("%.1f us", tm[l " " k " " s]) : sprintf("%.2f", bw[l " " k " " s])) : "-" }
+  function ratio(g, p, k, s,   a, b) {
+    if (!((g " " k " " s) in bw) || !((p " " k " " s) in bw)) return "-"
+    if (s < 65536) { a = tm[p " " k " " s]; b = tm[g " " k " " s]; return b > 0 ? sprintf("%.2fx", a / b) : "-" }
+    a = bw[g " " k " " s]; b = bw[p " " k " " s]; return b > 0 ? sprintf("%.2fx", a / b) : "-"
+  }
   END {
-    np = split("gloo_tcp mpi_tcp mpi_default", libs, " ")
-    for (op in ops) for (n in ns) {
-      printf "\n## %s, n=%s: median busbw GB/s (time us for gyre)\n\n", op, n
-      printf "| size | gyre | gyre time | gloo_tcp | mpi_tcp | mpi_shm | gyre/gloo | gyre/mpi_tcp | gyre/mpi_shm |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-      m = 0; for (s in sizes) sorted[++m] = s + 0
+    print "# " header
+    n = split("gyre_shm gyre_tcp mpi_shm mpi_tcp gloo_tcp", order, " ")
+    for (key in cases) {
+      split(key, kk, " ")
+      printf "\n## %s, n=%s: median busbw GB/s (time below 64 KiB)\n\n| size |", kk[1], kk[2]
+      for (i = 1; i <= n; i++) if (order[i] in libs) printf " %s |", order[i]
+      printf " shm/mpi_shm | tcp/mpi_tcp | tcp/gloo |\n|---:|"
+      for (i = 1; i <= n; i++) if (order[i] in libs) printf "---:|"
+      print "---:|---:|---:|"
+      m = 0; delete sorted
+      for (sk in sizes) { split(sk, q, " "); if (q[1] " " q[2] == key) sorted[++m] = q[3] + 0 }
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (sorted[j] < sorted[i]) { t = sorted[i]; sorted[i] = sorted[j]; sorted[j] = t }
       for (i = 1; i <= m; i++) {
-        s = sorted[i]; g = median(vals["gyre" SUBSEP op SUBSEP n SUBSEP s]); gt = median(times["gyre" SUBSEP op SUBSEP n SUBSEP s])
-        if (g == "") continue
-        line = sprintf("| %d | %.3f | %.1f", s, g, gt)
-        ratios = ""
-        for (l = 1; l <= np; l++) {
-          p = median(vals[libs[l] SUBSEP op SUBSEP n SUBSEP s])
-          line = line sprintf(" | %s", p == "" ? "-" : sprintf("%.3f", p))
-          # At tiny sizes busbw rounds to 0: compare times instead (peer time / gyre time).
-          pt = median(times[libs[l] SUBSEP op SUBSEP n SUBSEP s])
-          if (p == "" || pt == "") ratios = ratios " | -"
-          else if (p + 0 > 0.01 && g + 0 > 0.01) ratios = ratios sprintf(" | %.2fx", g / p)
-          else ratios = ratios sprintf(" | %.2fx (time)", pt / gt)
-        }
-        print line ratios " |"
+        s = sorted[i]; printf "| %d |", s
+        for (l = 1; l <= n; l++) if (order[l] in libs) printf " %s |", cell(order[l], key, s)
+        printf " %s | %s | %s |\n", ratio("gyre_shm", "mpi_shm", key, s), ratio("gyre_tcp", "mpi_tcp", key, s), ratio("gyre_tcp", "gloo_tcp", key, s)
       }
-      delete sorted
     }
-  }' "$out/rows.txt"
+  }' "$out/medians.txt" | tee "$out/tables.md"
+
+# Plots: one busbw plot and one small-message time plot per collective and rank count.
+if command -v gnuplot >/dev/null; then
+  mkdir -p "$out/plots"
+  for key in $(awk '{print $2 "_" $3}' "$out/medians.txt" | sort -u); do
+    op=${key%_*}; n=${key#*_}
+    libs=$(awk -v op="$op" -v n="$n" '$2 == op && $3 == n {print $1}' "$out/medians.txt" | sort -u)
+    for lib in $libs; do
+      awk -v op="$op" -v n="$n" -v lib="$lib" '$1 == lib && $2 == op && $3 == n {print $4, $5, $6}' \
+        "$out/medians.txt" >"$out/plots/$key.$lib.dat"
+    done
+    bwplot="" tplot=""
+    for lib in $libs; do
+      bwplot="$bwplot${bwplot:+, }'$out/plots/$key.$lib.dat' using 1:2 with linespoints title '$lib'"
+      tplot="$tplot${tplot:+, }'$out/plots/$key.$lib.dat' using (\$1 <= 65536 ? \$1 : 1/0):3 with linespoints title '$lib'"
+    done
+    gnuplot <<GP
+set terminal pngcairo size 900,560 noenhanced
+set logscale x 2
+set format x "%.0b%BB"
+set key left top
+set grid
+set xlabel "message size"
+set output "$out/plots/${op}_n${n}_busbw.png"
+set title "$op, $n ranks: busbw (GB/s) — $header"
+set ylabel "busbw (GB/s)"
+plot $bwplot
+set output "$out/plots/${op}_n${n}_time.png"
+set title "$op, $n ranks: time (µs), small messages"
+set ylabel "time (µs)"
+set logscale y 10
+set xrange [*:65536]
+plot $tplot
+GP
+  done
+  echo "# plots: $(ls "$out"/plots/*.png | tr '\n' ' ')"
+fi
