@@ -120,17 +120,22 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
+  // Polling pays only while no rank waits for a core: one thread per rank on this host.
+  const int local = int(std::count_if(peers.begin(), peers.end(),
+                                      [&](const PeerInfo& p) { return p.hostId == self.hostId; }));
+  cpu_set_t cpus;
+  const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const bool ranksHaveCores = local <= cores;
   spin = config.spin;
-  if (spin.count() < 0) {
-    // Polling pays only while no rank waits for a core: one thread per rank on this host.
-    const int local = int(std::count_if(
-        peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == self.hostId; }));
-    cpu_set_t cpus;
-    const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    spin = local <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
-  }
-  tuner = std::make_unique<Tuner>(Tuner::tcpLoopback(), config.algorithm,
-                                  size_t(config.nSlots / 2) * config.slotBytes);
+  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 50 : 0);
+  // Collectives move at the pace of their slowest link: shared memory only if every peer is
+  // reached over it.
+  const bool allShm = shm && std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
+                        return p.rank == self.rank || shm->canConnect(self, p);
+                      });
+  tuner =
+      std::make_unique<Tuner>(allShm ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(),
+                              config.algorithm, size_t(config.nSlots / 2) * config.slotBytes);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.

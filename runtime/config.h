@@ -27,9 +27,9 @@ struct CommConfig {
   // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): 50 µs where every rank
   // on this host can have a core of its own, else 0.
   std::chrono::microseconds spin{-1};
-  std::string socketIfname;                                    // GYRE_SOCKET_IFNAME
-  std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
-  int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
+  std::string socketIfname;  // GYRE_SOCKET_IFNAME
+  std::string algorithm;     // GYRE_ALGO: ring, tree or rd forces it where a collective has it
+  int channels = 0;          // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
   // GYRE_TRANSPORT: auto (shared memory for peers on this host, else tcp), tcp, or shm (every
   // peer over shared memory, an error where that cannot be).
   std::string transport = "auto";

@@ -13,6 +13,13 @@ namespace {
 // is two dependent steps; busbw at 64 MiB gives the per-link bandwidth.
 constexpr double kTcpAlphaUs = 14.0;
 constexpr double kTcpBetaBytesUs = 1500.0;
+constexpr double kTcpWholeBufferStep = 1.5;
+// Shared memory, measured the same way (docs/tuning.md).
+constexpr double kShmAlphaUs = 1.0;
+constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
+constexpr double kShmBetaBytesUs = 8000.0;
+constexpr double kShmWholeBufferStep = 0.7;
+constexpr double kShmExtraPassBytes = 2.0;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -56,7 +63,12 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes)
 }
 
 LinkCost Tuner::tcpLoopback() {
-  return {kTcpAlphaUs, kTcpBetaBytesUs};
+  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, 1.0};
+}
+
+LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
+  return {ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs, kShmWholeBufferStep,
+          kShmExtraPassBytes};
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
@@ -71,23 +83,25 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       // fills over half a chunk per tree and level before it streams at one byte per byte.
       if (a == Algorithm::tree) {
         steps = 4 * lg;
-        factor = 1 + lg * std::min(b, double(chunkBytes_) / 2) / std::max(b, 1.0);
+        factor = link_.extraPassBytes *
+                 (1 + lg * std::min(b, double(chunkBytes_) / 2) / std::max(b, 1.0));
       }
       if (a == Algorithm::doubling) {
         const bool pow2 = (n & (n - 1)) == 0;
         const double levels = std::floor(std::log2(nn));
         steps = levels + (pow2 ? 0 : 2);
-        // Every step moves and reduces the whole buffer: the reduction work, which the ring
-        // spreads over ranks, costs half again (measured crossover with the ring at n = 2
-        // and 4: between 32 and 256 KiB).
-        factor = 1.5 * (levels + (pow2 ? 0 : 2));
+        // Every step moves and reduces the whole buffer (docs/tuning.md: over tcp the
+        // crossover with the ring at n = 2 and 4 lies between 32 and 256 KiB; over shared
+        // memory at n = 2 the doubling is as fast as the ring or faster up to 64 MiB).
+        factor = link_.wholeBufferStep * (levels + (pow2 ? 0 : 2));
       }
       break;
     case Collective::all_gather:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
-      // Bruck moves the ring's bytes in fewer, larger steps; measured in one process beside
-      // the ring it was as fast or faster at every size from 32 KiB (n = 4 and 8).
-      if (a == Algorithm::doubling) steps = lg, factor = (nn - 1) / nn;
+      // Bruck moves the ring's bytes in fewer, larger steps; over tcp, measured in one process
+      // beside the ring, it was as fast or faster at every size from 32 KiB (n = 4 and 8);
+      // over shared memory its rotations cost (twice the ring's time at 16 MiB, n = 8).
+      if (a == Algorithm::doubling) steps = lg, factor = link_.extraPassBytes * (nn - 1) / nn;
       break;
     case Collective::broadcast:
     case Collective::reduce:

@@ -16,6 +16,14 @@ const char* algorithmName(Algorithm a);  // "ring", "tree", "rd", ...
 struct LinkCost {
   double alphaUs;      // fixed cost of one dependent step, microseconds
   double betaBytesUs;  // bytes per microsecond one link sustains
+  // Bytes per byte of a step that moves and reduces the whole buffer (recursive doubling):
+  // over tcp both socket copies come on top of the reduction; over shared memory the
+  // receiver reduces straight out of the slot the sender wrote.
+  double wholeBufferStep;
+  // Bytes of the trees and of Bruck relative to the ring's: their data takes extra local
+  // passes (tree levels, Bruck's rotations), which memory pays for over shared memory and
+  // the socket hides over tcp.
+  double extraPassBytes;
 };
 
 struct Choice {
@@ -32,6 +40,9 @@ class Tuner {
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes);
   // The tcp figures measured on loopback (docs/tuning.md).
   static LinkCost tcpLoopback();
+  // Shared memory between ranks on this machine; a step costs a futex wake-up and a trip
+  // through the scheduler unless every rank has a core to poll on.
+  static LinkCost sharedMemory(bool ranksHaveCores);
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.

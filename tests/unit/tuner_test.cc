@@ -43,3 +43,18 @@ TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only t
   CHECK(rd.choose(Collective::all_gather, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK_THROWS_AS(Tuner(Tuner::tcpLoopback(), "fastest", kChunk), Failure);
 }
+
+TEST_CASE("over shared memory the doubling's whole-buffer steps cost less than over tcp") {
+  const Tuner shm(Tuner::sharedMemory(true), "", kChunk);
+  const Tuner tcp(Tuner::tcpLoopback(), "", kChunk);
+  // Two ranks: one exchange of the whole buffer beats the ring's two halves at every size
+  // measured over shared memory; over tcp only small messages go that way.
+  CHECK(shm.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::doubling);
+  CHECK(tcp.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::ring);
+  // More ranks: the doubling's log n whole-buffer steps lose for large buffers.
+  CHECK(shm.choose(Collective::all_reduce, 8, 8).algorithm == Algorithm::doubling);
+  CHECK(shm.choose(Collective::all_reduce, 64 << 20, 8).algorithm != Algorithm::doubling);
+  // A step costs a microsecond, not tcp's fourteen.
+  CHECK(shm.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) <
+        tcp.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) / 5);
+}
