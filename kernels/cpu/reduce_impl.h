@@ -119,14 +119,11 @@ void loopHalf(uint16_t* __restrict d, uint16_t* __restrict d2, const uint16_t* _
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<Cvt, Bf16>) {
     const __m256 vdiv = _mm256_set1_ps(div);
-    for (; i + 8 <= n; i += 8) {
-      // bf16 -> float: the 16 bits become the high half of the float.
-      const __m256i xa =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)));
-      const __m256i xb =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-      const __m256 x = _mm256_castsi256_ps(_mm256_slli_epi32(xa, 16));
-      const __m256 y = _mm256_castsi256_ps(_mm256_slli_epi32(xb, 16));
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i half = _mm256_set1_epi32(0x7fff);
+    const __m256i quietBit = _mm256_set1_epi32(0x40);
+    auto apply = [&](__m256 x, __m256 y) {
       __m256 v;
       if constexpr (std::is_same_v<Op, Sum>)
         v = _mm256_add_ps(x, y);
@@ -137,19 +134,29 @@ void loopHalf(uint16_t* __restrict d, uint16_t* __restrict d2, const uint16_t* _
       else
         v = _mm256_max_ps(y, x);
       if constexpr (kDivide) v = _mm256_div_ps(v, vdiv);
-      // float -> bf16, round to nearest even; NaN stays a quiet NaN (as floatToBf16).
+      // float -> bf16 in the low 16 bits, round to nearest even; NaN stays a quiet NaN (as
+      // floatToBf16).
       const __m256i u = _mm256_castps_si256(v);
-      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-      const __m256i rounded = _mm256_srli_epi32(
-          _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-      const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+      const __m256i top = _mm256_srli_epi32(u, 16);
+      const __m256i lsb = _mm256_and_si256(top, one);
+      const __m256i rounded =
+          _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(half, lsb)), 16);
       const __m256i isNan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-      const __m256i h32 = _mm256_blendv_epi8(rounded, quiet, isNan);
-      // Pack the eight 32-bit results (each < 65536) into eight 16-bit ones, in order.
-      const __m128i h =
-          _mm_packus_epi32(_mm256_castsi256_si128(h32), _mm256_extracti128_si256(h32, 1));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
-      if (d2) _mm_storeu_si128(reinterpret_cast<__m128i*>(d2 + i), h);
+      return _mm256_blendv_epi8(rounded, _mm256_or_si256(top, quietBit), isNan);
+    };
+    // Sixteen at a time: interleaving with zeros puts each bf16 in the high half of a float
+    // (elements 0-3 and 8-11 from unpacklo, 4-7 and 12-15 from unpackhi, per 128-bit lane),
+    // and packus undoes exactly that interleaving, so no lane crossing is needed.
+    for (; i + 16 <= n; i += 16) {
+      const __m256i ha = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+      const __m256i lo = apply(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, ha)),
+                               _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, hb)));
+      const __m256i hi = apply(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, ha)),
+                               _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, hb)));
+      const __m256i h = _mm256_packus_epi32(lo, hi);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), h);
+      if (d2) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d2 + i), h);
     }
   }
 #endif
