@@ -95,7 +95,7 @@ awk '
 # Tables: every library's busbw (time in µs below 64 KiB, where busbw rounds to 0) and the
 # ratios gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time.
 awk -v header="$header" '
-  { key = $2 " " $3; cases[key] = 1; sizes[key " " $4] = 1; bw[$1 " " key " " $4] = $5; tm[$1 " " key " " $4] = $6; libs[$1] = 1 }
+  { key = $2 " " $3; if (!(key in cases)) { cases[key] = 1; corder[++nc] = key }; sizes[key " " $4] = 1; bw[$1 " " key " " $4] = $5; tm[$1 " " key " " $4] = $6; libs[$1] = 1 }
   function cell(l, k, s) { return ((l " " k " " s) in bw) ? (s < 65536 ? sprintf("%.1f us", tm[l " " k " " s]) : sprintf("%.2f", bw[l " " k " " s])) : "-" }
   function ratio(g, p, k, s,   a, b) {
     if (!((g " " k " " s) in bw) || !((p " " k " " s) in bw)) return "-"
@@ -105,8 +105,8 @@ awk -v header="$header" '
   END {
     print "# " header
     n = split("gyre_shm gyre_tcp mpi_shm mpi_tcp gloo_tcp", order, " ")
-    for (key in cases) {
-      split(key, kk, " ")
+    for (c = 1; c <= nc; c++) {
+      key = corder[c]; split(key, kk, " ")
       printf "\n## %s, n=%s: median busbw GB/s (time below 64 KiB)\n\n| size |", kk[1], kk[2]
       for (i = 1; i <= n; i++) if (order[i] in libs) printf " %s |", order[i]
       printf " shm/mpi_shm | tcp/mpi_tcp | tcp/gloo |\n|---:|"
