@@ -1,5 +1,7 @@
 #include "algorithms/host_prims.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -143,7 +145,11 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
     do {
       await(Clock::time_point{});  // a non-blocking attempt
       if (ready()) return;
-      cpuRelax();
+      if (ctx_.yieldWhileSpinning) {
+        sched_yield();
+      } else {
+        cpuRelax();
+      }
     } while (Clock::now() < spinEnd);
   }
   while (true) {

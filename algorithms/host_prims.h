@@ -21,6 +21,7 @@ struct OpContext {
   const std::atomic<bool>* abort = nullptr;           // set by another thread to stop waits
   const std::atomic<bool>* channelFailed = nullptr;   // set when another channel failed
   Clock::duration spin = std::chrono::microseconds(0);
+  bool yieldWhileSpinning = false;  // more ranks than cores: let the one we wait for run
 };
 
 class HostPrims {

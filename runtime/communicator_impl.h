@@ -39,6 +39,7 @@ struct Communicator::Impl {
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::unique_ptr<Tuner> tuner;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
+  bool yieldWhileSpinning = false;      // ranks on this host outnumber its cores
   int splits = 0;                       // split() calls so far: names children's namespaces
   std::vector<std::byte> groupStaging;  // fused all-reduces of groups
 

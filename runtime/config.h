@@ -25,7 +25,7 @@ struct CommConfig {
   uint32_t nSlots = 8;                                         // GYRE_NSLOTS
   size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
   // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): 50 µs where every rank
-  // on this host can have a core of its own, else 0.
+  // on this host can have a core of its own, else 200 µs of polls with sched_yield between.
   std::chrono::microseconds spin{-1};
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   std::string algorithm;     // GYRE_ALGO: ring, tree or rd forces it where a collective has it
