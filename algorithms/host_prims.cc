@@ -56,7 +56,9 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     const uint32_t bytes = uint32_t(k * elemSize_);
     const std::byte* in = (what & kInput) ? input_ + (inOff + done) * elemSize_ : nullptr;
     std::byte* out = (what & kOutput) ? output_ + (outOff + done) * elemSize_ : nullptr;
-    for (int i = 0; i < nRecv; ++i) received[i] = waitRecv(*recvFrom_[i], bytes);
+    // A plain copy out of one peer may be received straight into the output.
+    std::byte* direct = (what & (kInput | kOutput)) == kOutput ? out : nullptr;
+    for (int i = 0; i < nRecv; ++i) received[i] = waitRecv(*recvFrom_[i], bytes, direct);
     for (int i = 0; i < nSend; ++i) slots[i] = waitSend(*sendTo_[i]);
     // The first destination is the output when there is one, else the first send slot; the
     // kernels write a second one in the same pass, and further ones are copied from the first.
@@ -112,15 +114,23 @@ void HostPrims::publishSend(Connection& to, uint32_t bytes) {
   to.sendPublished();
 }
 
-const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes) {
+const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte* direct) {
   Link& link = from.recvLink();
   auto& tail = link.counters->tail;
   const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
-  waitUntil([&] { return tail.value.load(std::memory_order_acquire) != head; },
-            [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
+  const auto ready = [&] { return tail.value.load(std::memory_order_acquire) != head; };
+  if (direct && ready()) direct = nullptr;  // already in the slot
+  if (direct) from.offerDirect(head, direct, bytes, ctx_.desc);
+  struct Withdraw {
+    Connection* conn;
+    ~Withdraw() {
+      if (conn) conn->withdrawDirect();
+    }
+  } withdraw{direct ? &from : nullptr};
+  waitUntil(ready, [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
   const SlotMeta& meta = link.meta(head);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(from, meta, bytes);
-  return link.slot(head);
+  return direct && from.landedDirect(head) ? direct : link.slot(head);
 }
 
 std::byte* HostPrims::waitSend(Connection& to) {

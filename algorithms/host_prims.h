@@ -58,7 +58,7 @@ class HostPrims {
  private:
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final);
-  const std::byte* waitRecv(Connection& from, uint32_t bytes);
+  const std::byte* waitRecv(Connection& from, uint32_t bytes, std::byte* direct = nullptr);
   std::byte* waitSend(Connection& to);
   void releaseRecv(Connection& from);
   void publishSend(Connection& to, uint32_t bytes);

@@ -100,6 +100,16 @@ class Connection {
   // Which transport carries it ("tcp", "shm", ...), for logs.
   virtual const char* transportName() const = 0;
 
+  // Direct receive, for transports that copy received bytes anyway (tcp): the consumer about
+  // to wait for recv slot `index` offers `dst`, where the payload goes straight from the
+  // socket if the frame is for `desc` and exactly `bytes` long; a frame that does not match
+  // lands in the slot as usual so the mismatch is reported without touching `dst`. The offer
+  // lasts until withdrawDirect(); landedDirect(index) says where slot `index` went.
+  virtual void offerDirect(uint32_t /*index*/, std::byte* /*dst*/, uint32_t /*bytes*/,
+                           const OpDesc& /*desc*/) {}
+  virtual void withdrawDirect() {}
+  virtual bool landedDirect(uint32_t /*index*/) const { return false; }
+
  protected:
   Connection(int peer, int channel) : peer_(peer), channel_(channel) {}
   Link send_;

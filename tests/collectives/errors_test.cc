@@ -116,6 +116,49 @@ TEST_CASE("ranks that disagree on a collective fail with invalid usage naming bo
   }
 }
 
+TEST_CASE("over tcp, data for another operation never lands in the receiver's buffer") {
+  // The receiver offers its output for payloads to land in directly; a frame from a rank in
+  // another operation must go to the slot, be refused there, and leave the output as it was.
+  CommConfig config;
+  config.transport = "tcp";
+  config.timeout = 20000ms;
+  for (const bool sameCount : {true, false}) {
+    CAPTURE(sameCount);
+    test::ThreadJob job(2, config, sameCount ? "direct-match" : "direct-mismatch");
+    const size_t count = 100000;  // several full 128 KiB slots
+    const float poison = -7.0f;
+    std::vector<float> received(count + 1, poison);
+    std::vector<Status> result(2);
+    job.run([&](Communicator& c, int r) {
+      std::vector<float> data(count + 1);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = float(i % 1000);
+      result[r] = failureOf([&] {
+        if (r == 0) {
+          c.broadcast(data.data(), data.data(), count, DataType::f32, 0);
+        } else {
+          c.broadcast(received.data(), received.data(), sameCount ? count : count + 1,
+                      DataType::f32, 0);
+        }
+      });
+    });
+    if (sameCount) {
+      CHECK(result[0].ok());
+      CHECK(result[1].ok());
+      bool right = true;
+      for (size_t i = 0; i < count; ++i) right = right && received[i] == float(i % 1000);
+      CHECK(right);
+      CHECK(received[count] == poison);
+    } else {
+      CAPTURE(result[1].message);
+      CHECK(result[1].code == Code::invalid_usage);
+      CHECK(contains(result[1].message, "ranks disagree"));
+      size_t touched = 0;
+      for (float v : received) touched += v != poison;
+      CHECK(touched == 0);
+    }
+  }
+}
+
 TEST_CASE("a rank that never arrives: timeout naming the operation and the peer") {
   test::ThreadJob job(2, test::tinySlots(1000ms), "timeout");
   float x = 1, y = 0;

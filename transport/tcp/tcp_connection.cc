@@ -192,6 +192,11 @@ void TcpConnection::awaitRecv(Clock::time_point until) {
   }
 }
 
+void TcpConnection::offerDirect(uint32_t index, std::byte* dst, uint32_t bytes,
+                                const OpDesc& desc) {
+  offer_ = {index, dst, bytes, desc};
+}
+
 bool TcpConnection::fillStaging() {
   stagingBegin_ = stagingEnd_ = 0;
   while (true) {
@@ -219,7 +224,7 @@ uint32_t TcpConnection::readFrames() {
     SlotMeta& meta = recv_.meta(received_);
     const bool inHeader = receivedOffset_ < sizeof(SlotMeta);
     auto* dst = inHeader ? reinterpret_cast<std::byte*>(&meta) + receivedOffset_
-                         : recv_.slot(received_) + (receivedOffset_ - sizeof(SlotMeta));
+                         : payload_ + (receivedOffset_ - sizeof(SlotMeta));
     const size_t want = inHeader ? sizeof(SlotMeta) - receivedOffset_
                                  : sizeof(SlotMeta) + meta.bytes - receivedOffset_;
     size_t got = 0;
@@ -243,15 +248,22 @@ uint32_t TcpConnection::readFrames() {
       return 0;
     }
     receivedOffset_ += got;
-    if (receivedOffset_ == sizeof(SlotMeta) && inHeader && meta.bytes > recv_.slotBytes) {
-      fail(Status{Code::remote_error,
-                  "rank " + std::to_string(selfRank_) + ": rank " + std::to_string(peer()) +
-                      " sent a " + std::to_string(meta.bytes) + "-byte frame, larger than the " +
-                      std::to_string(recv_.slotBytes) +
-                      "-byte slot (do all ranks use the same GYRE_SLOT_BYTES?)"});
-      return 0;
+    if (receivedOffset_ == sizeof(SlotMeta) && inHeader) {
+      if (meta.bytes > recv_.slotBytes) {
+        fail(Status{Code::remote_error,
+                    "rank " + std::to_string(selfRank_) + ": rank " + std::to_string(peer()) +
+                        " sent a " + std::to_string(meta.bytes) +
+                        "-byte frame, larger than the " + std::to_string(recv_.slotBytes) +
+                        "-byte slot (do all ranks use the same GYRE_SLOT_BYTES?)"});
+        return 0;
+      }
+      const bool direct = offer_.dst && offer_.index == received_ &&
+                          offer_.bytes == meta.bytes && meta.sameOp(offer_.desc);
+      payload_ = direct ? offer_.dst : recv_.slot(received_);
     }
     if (receivedOffset_ >= sizeof(SlotMeta) && receivedOffset_ == sizeof(SlotMeta) + meta.bytes) {
+      landedDirect_ = payload_ != recv_.slot(received_);
+      landedIndex_ = received_;
       receivedOffset_ = 0;
       ++received_;
       tail.store(received_, std::memory_order_release);

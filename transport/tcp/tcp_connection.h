@@ -7,7 +7,9 @@
 //
 // Receiving: the thread waiting in a collective reads frames into free recv slots itself and
 // sleeps in poll() on the socket, so the kernel wakes exactly the thread that needs the data;
-// a hand-off through the event loop would cost a thread wake-up per frame.
+// a hand-off through the event loop would cost a thread wake-up per frame. Where the payload
+// only needs copying out (all-gather, broadcast), it is read straight into the user's buffer
+// (offerDirect), saving the copy out of the slot.
 //
 // The descriptor belongs to this object, not to Asio: it is registered with the event loop
 // only while the proxy has a write outstanding (otherwise every arriving frame would wake
@@ -42,6 +44,11 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   Status flush(Clock::time_point deadline) override;
   void close() override;
   const char* transportName() const override { return "tcp"; }
+  void offerDirect(uint32_t index, std::byte* dst, uint32_t bytes, const OpDesc& desc) override;
+  void withdrawDirect() override { offer_.dst = nullptr; }
+  bool landedDirect(uint32_t index) const override {
+    return landedDirect_ && landedIndex_ == index;
+  }
 
  private:
   struct FreeDeleter {
@@ -84,6 +91,15 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
 
   uint32_t received_ = 0;      // recv slots completely filled
   size_t receivedOffset_ = 0;  // bytes of frame received_ read so far
+  std::byte* payload_ = nullptr;  // where frame received_'s payload goes, chosen at its header
+  struct DirectOffer {
+    uint32_t index = 0;
+    std::byte* dst = nullptr;  // none while null
+    uint32_t bytes = 0;
+    OpDesc desc;
+  } offer_;
+  uint32_t landedIndex_ = 0;  // the last slot whose payload went to an offered destination
+  bool landedDirect_ = false;
   std::vector<std::byte> staging_;
   size_t stagingBegin_ = 0, stagingEnd_ = 0;
 
