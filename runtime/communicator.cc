@@ -8,6 +8,9 @@
 #include <cstring>
 
 #include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
 
 #include "runtime/bootstrap.h"
 #include "runtime/communicator_impl.h"
@@ -43,6 +46,33 @@ std::string interfaceAddress(const std::string& ifname) {
     fail(Code::invalid_argument, "GYRE_SOCKET_IFNAME=" + ifname + ": no IPv4/IPv6 address");
   }
   return found;
+}
+
+// Cores per host: the CPUs its ranks may use together, and how many ranks share them.
+struct HostCores {
+  std::set<int> cpus;
+  int ranks = 0;
+};
+std::map<std::string, HostCores> coresByHost(const std::vector<PeerInfo>& peers) {
+  std::map<std::string, HostCores> hosts;
+  for (const auto& p : peers) {
+    auto& h = hosts[p.hostId];
+    h.cpus.insert(p.cpus.begin(), p.cpus.end());
+    ++h.ranks;
+  }
+  return hosts;
+}
+
+// The fewest cores any rank has to itself: its own CPUs, and no more than its share of its
+// host's. Computed from what every rank published, so all ranks agree on it.
+int coresPerRank(const std::vector<PeerInfo>& peers) {
+  const auto hosts = coresByHost(peers);
+  int fewest = std::numeric_limits<int>::max();
+  for (const auto& p : peers) {
+    const auto& h = hosts.at(p.hostId);
+    fewest = std::min({fewest, p.cores(), std::max(1, int(h.cpus.size())) / h.ranks});
+  }
+  return std::max(1, fewest);
 }
 
 }  // namespace
@@ -112,6 +142,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   if (config.transport != "tcp") {
     shm = std::make_unique<ShmTransport>(*tcp, link, config.shmDir, config.transport == "shm");
   }
+  self.cpus = allowedCpus();
   tcp->publish(self);
   if (shm) shm->publish(self);
   const auto all = bootstrap->allGather(self.encode());
@@ -120,12 +151,11 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
-  // Polling pays only while no rank waits for a core: one thread per rank on this host.
-  const int local = int(std::count_if(peers.begin(), peers.end(),
-                                      [&](const PeerInfo& p) { return p.hostId == self.hostId; }));
-  cpu_set_t cpus;
-  const int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const bool ranksHaveCores = local <= cores;
+  // Polling pays only while no rank waits for a core: one thread per rank on this host. A
+  // launcher may bind each rank to cores of its own (gyre-run does), so count the host's.
+  const auto hosts = coresByHost(peers);
+  const auto& host = hosts.at(self.hostId);
+  const bool ranksHaveCores = host.ranks <= std::max<int>(1, int(host.cpus.size()));
   // Where ranks outnumber cores a waiter polls too, but hands its core over between looks
   // (sched_yield) so that the rank it waits for can run: 4 ranks on 2 cores, 8 B all-reduce
   // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
@@ -137,9 +167,9 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   const bool allShm = shm && std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
                         return p.rank == self.rank || shm->canConnect(self, p);
                       });
-  tuner =
-      std::make_unique<Tuner>(allShm ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(),
-                              config.algorithm, size_t(config.nSlots / 2) * config.slotBytes);
+  tuner = std::make_unique<Tuner>(
+      allShm ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(coresPerRank(peers)),
+      config.algorithm, size_t(config.nSlots / 2) * config.slotBytes);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.
@@ -150,7 +180,16 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     connection(std::max(next, prev), 0);
   }
   GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
-                     listenHost + ":" + std::to_string(self.tcpPort));
+                     listenHost + ":" + std::to_string(self.tcpPort) + "; cpus " +
+                     formatCpuList(self.cpus) + ", waiters poll " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(spin).count()) +
+                     " us" + (yieldWhileSpinning ? " yielding" : "") + "; " +
+                     (allShm ? "shared memory to every peer" : "tcp") + ", rings per call: " +
+                     (config.channels > 0 ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
+                                          : "up to " + std::to_string(tuner->maxChannels()) +
+                                                ", one per " +
+                                                std::to_string(Tuner::kBytesPerExtraChannel >> 20) +
+                                                " MiB"));
 }
 
 Connection& Communicator::Impl::connection(int peer, int channel) {

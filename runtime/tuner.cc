@@ -1,5 +1,6 @@
 #include "runtime/tuner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -62,8 +63,14 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes)
   }
 }
 
-LinkCost Tuner::tcpLoopback() {
-  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, 1.0};
+LinkCost Tuner::tcpLoopback(int coresPerRank) {
+  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, 1.0,
+          std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+}
+
+int Tuner::channels(size_t bytes) const {
+  const size_t byBytes = std::max<size_t>(1, bytes / kBytesPerExtraChannel);
+  return int(std::min<size_t>(byBytes, size_t(std::max(1, link_.maxChannels))));
 }
 
 LinkCost Tuner::sharedMemory(bool ranksHaveCores) {

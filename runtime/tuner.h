@@ -24,6 +24,10 @@ struct LinkCost {
   // passes (tree levels, Bruck's rotations), which memory pays for over shared memory and
   // the socket hides over tcp.
   double extraPassBytes;
+  // Rings that may run side by side, each on its own sockets and thread (channels): as many
+  // as every rank has cores to itself, at most kMaxAutoChannels; 1 where the link itself is
+  // the limit (shared memory is bound by memory, not by one core's copying).
+  int maxChannels = 1;
 };
 
 struct Choice {
@@ -38,8 +42,14 @@ class Tuner {
   // InvalidArgument.
   // `chunkBytes`: the data a round puts on a link (half a link's slots).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes);
-  // The tcp figures measured on loopback (docs/tuning.md).
-  static LinkCost tcpLoopback();
+  static constexpr int kMaxAutoChannels = 4;
+  // A channel past the first costs a thread per call: it must carry at least this much.
+  static constexpr size_t kBytesPerExtraChannel = size_t(2) << 20;
+
+  // The tcp figures measured on loopback (docs/tuning.md). `coresPerRank`: the fewest cores
+  // any rank has to itself (its cores over the ranks on its host); each tcp stream is copied
+  // by one core at each end, so more streams pay only with more cores.
+  static LinkCost tcpLoopback(int coresPerRank = 1);
   // Shared memory between ranks on this machine; a step costs a futex wake-up and a trip
   // through the scheduler unless every rank has a core to poll on.
   static LinkCost sharedMemory(bool ranksHaveCores);
@@ -49,12 +59,10 @@ class Tuner {
   Choice choose(Collective coll, size_t bytes, int nranks) const;
   // Why choose() chose that, with every candidate's prediction (for GYRE_DEBUG=INFO).
   std::string explain(const Choice& choice, Collective coll, size_t bytes, int nranks) const;
-  // Rings for a ring collective of `bytes`: one on loopback tcp, where more rings on the same
-  // cores measured no faster (docs/tuning.md).
-  int channels(size_t bytes) const {
-    (void)bytes;
-    return 1;
-  }
+  // Rings for a ring collective of `bytes`: up to the link's maxChannels, each carrying at
+  // least kBytesPerExtraChannel (docs/tuning.md). Every rank computes the same number.
+  int channels(size_t bytes) const;
+  int maxChannels() const { return link_.maxChannels; }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 

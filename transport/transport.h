@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/link.h"
 
@@ -18,6 +19,10 @@ struct PeerInfo {
   std::string tcpHost;  // data-plane listen address
   uint16_t tcpPort = 0;
   bool shm = false;  // accepts shared-memory connections from ranks on its host
+  std::vector<int> cpus;  // the CPUs this rank may run on (its affinity), ascending
+
+  // CPUs this rank has; at least 1 even when unknown.
+  int cores() const { return cpus.empty() ? 1 : int(cpus.size()); }
 
   std::string encode() const;
   static PeerInfo decode(const std::string& text);  // throws Failure on malformed input
@@ -52,5 +57,10 @@ class Transport {
 };
 
 std::string localHostId();
+// The CPUs the calling thread may run on, ascending.
+std::vector<int> allowedCpus();
+// "0-3,8" for {0,1,2,3,8} and back; parseCpuList throws std::exception on garbage.
+std::string formatCpuList(const std::vector<int>& cpus);
+std::vector<int> parseCpuList(const std::string& text);
 
 }  // namespace gyre

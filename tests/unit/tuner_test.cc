@@ -58,3 +58,22 @@ TEST_CASE("over shared memory the doubling's whole-buffer steps cost less than o
   CHECK(shm.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) <
         tcp.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) / 5);
 }
+
+TEST_CASE("tcp rings per call: one per core each rank has to itself, each carrying 2 MiB") {
+  const size_t mib = size_t(1) << 20;
+  // Ranks that share their cores (this machine: 2 ranks, 2 cores) get one ring at any size.
+  const Tuner shared(Tuner::tcpLoopback(1), "", kChunk);
+  CHECK(shared.channels(8) == 1);
+  CHECK(shared.channels(size_t(1) << 30) == 1);
+  // Eight cores a rank: more rings as the message grows, never more than four.
+  const Tuner roomy(Tuner::tcpLoopback(8), "", kChunk);
+  CHECK(roomy.channels(8) == 1);
+  CHECK(roomy.channels(2 * mib) == 1);
+  CHECK(roomy.channels(4 * mib) == 2);
+  CHECK(roomy.channels(6 * mib) == 3);
+  CHECK(roomy.channels(size_t(1) << 30) == Tuner::kMaxAutoChannels);
+  CHECK(Tuner(Tuner::tcpLoopback(3), "", kChunk).channels(size_t(1) << 30) == 3);
+  CHECK(Tuner(Tuner::tcpLoopback(0), "", kChunk).channels(size_t(1) << 30) == 1);
+  // Shared memory is bound by memory, not by a core's copying: one ring.
+  CHECK(Tuner(Tuner::sharedMemory(true), "", kChunk).channels(size_t(1) << 30) == 1);
+}
