@@ -64,6 +64,31 @@ signal)
   [ "$rc" -eq 143 ] || fail "gyre-run exited $rc after SIGTERM, expected 143"
   [ -z "$(pgrep -P $pid)" ] || fail "ranks left running"
   ;;
+bind)
+  # gyre-run gives each rank its own CPUs when there are enough, and none when asked not to.
+  allowed=$(taskset -pc $$ | sed 's/.*: //')
+  cpus=$(nproc)
+  "$run" -n 2 sh -c 'taskset -pc $$' >"$out" 2>&1 || fail "gyre-run exited $?"
+  first=$(sed -n 's/^\[0\] .*: //p' "$out")
+  second=$(sed -n 's/^\[1\] .*: //p' "$out")
+  if [ "$cpus" -ge 2 ]; then
+    [ -n "$first" ] && [ -n "$second" ] && [ "$first" != "$second" ] ||
+      fail "ranks 0 and 1 run on '$first' and '$second'; expected shares of their own"
+    [ "$first" != "$allowed" ] || fail "rank 0 was not bound (it has all of $allowed)"
+  else
+    echo "one CPU: checking only that binding is skipped"
+    [ "$first" = "$allowed" ] || fail "with one CPU rank 0 should keep $allowed, has '$first'"
+  fi
+  "$run" -n 2 --bind none sh -c 'taskset -pc $$' >"$out" 2>&1 || fail "gyre-run --bind none exited $?"
+  for r in 0 1; do
+    got=$(sed -n "s/^\[$r\] .*: //p" "$out")
+    [ "$got" = "$allowed" ] || fail "--bind none: rank $r has '$got', expected $allowed"
+  done
+  # More ranks than CPUs: the scheduler places them.
+  "$run" -n $((cpus + 1)) sh -c 'taskset -pc $$' >"$out" 2>&1 || fail "gyre-run -n $((cpus + 1)) exited $?"
+  got=$(sed -n 's/^\[0\] .*: //p' "$out")
+  [ "$got" = "$allowed" ] || fail "$((cpus + 1)) ranks on $cpus CPUs: rank 0 has '$got', expected $allowed"
+  ;;
 torch-env)
   # torch-style variables: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
   for attempt in 1 2 3; do

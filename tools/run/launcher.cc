@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "transport/transport.h"
 
 namespace gyre::run {
 
@@ -71,7 +74,11 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask) {
+pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask,
+            const std::vector<int>& cpus) {
+  cpu_set_t cpuSet;
+  CPU_ZERO(&cpuSet);
+  for (int c : cpus) CPU_SET(c, &cpuSet);
   int outPipe[2], errPipe[2];
   if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0) {
     std::perror("gyre-run: pipe");
@@ -87,6 +94,10 @@ pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask) {
   }
   if (pid == 0) {
     sigprocmask(SIG_SETMASK, &originalMask, nullptr);
+    if (!cpus.empty() && sched_setaffinity(0, sizeof cpuSet, &cpuSet) != 0) {
+      std::fprintf(stderr, "gyre-run: rank %d: cannot bind to its CPUs: %s\n", rank,
+                   std::strerror(errno));
+    }
     dup2(outPipe[1], STDOUT_FILENO);
     dup2(errPipe[1], STDERR_FILENO);
     auto put = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 1); };
@@ -129,6 +140,17 @@ sigset_t handledSignals() {
 }
 }  // namespace
 
+std::vector<std::vector<int>> rankCpus(const std::string& bind, int localRanks,
+                                       const std::vector<int>& allowed) {
+  if (bind != "auto" || localRanks < 2 || size_t(localRanks) > allowed.size()) return {};
+  const size_t share = allowed.size() / size_t(localRanks);
+  std::vector<std::vector<int>> out(static_cast<size_t>(localRanks));
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].assign(allowed.begin() + long(r * share), allowed.begin() + long((r + 1) * share));
+  }
+  return out;
+}
+
 void blockLauncherSignals() {
   const sigset_t handled = handledSignals();
   pthread_sigmask(SIG_BLOCK, &handled, &originalMask);
@@ -143,6 +165,7 @@ int launch(const LaunchOptions& o) {
     return 1;
   }
 
+  const auto bound = rankCpus(o.bind, o.localRanks, allowedCpus());
   std::vector<Child> children(o.localRanks);
   for (int i = 0; i < o.localRanks; ++i) {
     children[i].rank = o.nodeRank * o.localRanks + i;
@@ -151,7 +174,9 @@ int launch(const LaunchOptions& o) {
       children[i].prefix += std::to_string(children[i].rank);
       children[i].prefix += "] ";
     }
-    if (spawn(o, children[i], original) < 0) return 1;
+    if (spawn(o, children[i], original, bound.empty() ? std::vector<int>{} : bound[i]) < 0) {
+      return 1;
+    }
   }
 
   int firstFailure = -1;  // index into children

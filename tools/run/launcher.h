@@ -17,12 +17,20 @@ struct LaunchOptions {
   std::string secret;                     // passed to every rank as GYRE_SECRET
   std::chrono::milliseconds grace{3000};  // after a failure, before SIGTERM, then SIGKILL
   bool prefixOutput = true;
+  // "auto": where this machine's ranks do not outnumber the CPUs gyre-run may use, each rank
+  // gets its own equal share of them (sched_setaffinity), so the scheduler cannot stack two
+  // ranks on one core while another idles; "none": ranks inherit gyre-run's CPUs.
+  std::string bind = "auto";
   std::vector<std::string> command;
 };
 
 // Blocks SIGINT, SIGTERM and SIGCHLD for the calling thread and the threads it starts
 // later; call first in main, before any thread exists, so the launcher sees every one.
 void blockLauncherSignals();
+
+// The CPUs each local rank is bound to under `bind` (empty: no binding), from `allowed`.
+std::vector<std::vector<int>> rankCpus(const std::string& bind, int localRanks,
+                                       const std::vector<int>& allowed);
 
 // Runs the job; returns the exit status for gyre-run: 0 when every rank exited 0, else the
 // first failing rank's exit code (128 + signal for a signal).
