@@ -4,7 +4,7 @@
 # this machine. Prints, per collective and rank count, the median busbw and time of each
 # over repeated runs and gyre's ratios (gyre tcp against the tcp peers, gyre shm against
 # Open MPI shm), and draws PNG plots with gnuplot: busbw vs size, and time vs size up to
-# 64 KiB, one line per library.
+# 64 KiB, one line per library. Broadcasts run in place, as MPI_Bcast's one buffer does.
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
 #                               [-l PEERS] [-o DIR]
@@ -45,6 +45,8 @@ bytes() {  # 64K -> 65536
   case $u in K|k) echo $((v * 1024)) ;; M|m) echo $((v * 1048576)) ;; G|g) echo $((v * 1073741824)) ;; *) echo "$1" ;; esac
 }
 gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather ;; *) echo "$1" ;; esac; }
+# MPI_Bcast has one buffer; an out-of-place broadcast would add a local copy at the root.
+gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
@@ -58,7 +60,7 @@ for k in $(seq "$repeats"); do
           b=$(bytes "$s")
           iters=$(( b > 0 ? 200000000 / b : 1000 )); iters=$(( iters < 5 ? 5 : (iters > 2000 ? 2000 : iters) ))
           GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
-            "$(gyre_op "$op")" -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
+            "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
             >>"$out/gyre_${t}_${op}_n${n}_$k.txt" 2>&1
         done
       done
