@@ -127,7 +127,8 @@ const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte
       if (conn) conn->withdrawDirect();
     }
   } withdraw{direct ? &from : nullptr};
-  waitUntil(ready, [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
+  waitUntil(
+      ready, [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
   const SlotMeta& meta = link.meta(head);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(from, meta, bytes);
   return direct && from.landedDirect(head) ? direct : link.slot(head);

@@ -179,17 +179,19 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     connection(std::min(next, prev), 0);
     connection(std::max(next, prev), 0);
   }
-  GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
-                     listenHost + ":" + std::to_string(self.tcpPort) + "; cpus " +
-                     formatCpuList(self.cpus) + ", waiters poll " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(spin).count()) +
-                     " us" + (yieldWhileSpinning ? " yielding" : "") + "; " +
-                     (allShm ? "shared memory to every peer" : "tcp") + ", rings per call: " +
-                     (config.channels > 0 ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
-                                          : "up to " + std::to_string(tuner->maxChannels()) +
-                                                ", one per " +
-                                                std::to_string(Tuner::kBytesPerExtraChannel >> 20) +
-                                                " MiB"));
+  if (logEnabled(LogLevel::info)) {
+    const auto spinUs = std::chrono::duration_cast<std::chrono::microseconds>(spin).count();
+    const std::string rings = config.channels > 0
+                                  ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
+                                  : "up to " + std::to_string(tuner->maxChannels()) + ", one per " +
+                                        std::to_string(Tuner::kBytesPerExtraChannel >> 20) + " MiB";
+    GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
+                       listenHost + ":" + std::to_string(self.tcpPort) + "; cpus " +
+                       formatCpuList(self.cpus) + ", waiters poll " + std::to_string(spinUs) +
+                       " us" + (yieldWhileSpinning ? " yielding" : "") + "; " +
+                       (allShm ? "shared memory to every peer" : "tcp") +
+                       ", rings per call: " + rings);
+  }
 }
 
 Connection& Communicator::Impl::connection(int peer, int channel) {

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace gyre {
 

@@ -18,7 +18,7 @@ struct PeerInfo {
   std::string hostId;   // hostname + boot id: equal means same machine
   std::string tcpHost;  // data-plane listen address
   uint16_t tcpPort = 0;
-  bool shm = false;  // accepts shared-memory connections from ranks on its host
+  bool shm = false;       // accepts shared-memory connections from ranks on its host
   std::vector<int> cpus;  // the CPUs this rank may run on (its affinity), ascending
 
   // CPUs this rank has; at least 1 even when unknown.

@@ -16,8 +16,8 @@ TEST_CASE("gyre-run binds each rank to its own equal share of the CPUs it may us
 }
 
 TEST_CASE("gyre-run leaves placement alone where binding cannot help") {
-  CHECK(rankCpus("auto", 1, {0, 1}).empty());           // one rank: nothing to separate
-  CHECK(rankCpus("auto", 4, {0, 1}).empty());           // more ranks than CPUs
-  CHECK(rankCpus("none", 2, {0, 1, 2, 3}).empty());     // asked not to
-  CHECK(rankCpus("auto", 2, {}).empty());               // affinity unknown
+  CHECK(rankCpus("auto", 1, {0, 1}).empty());        // one rank: nothing to separate
+  CHECK(rankCpus("auto", 4, {0, 1}).empty());        // more ranks than CPUs
+  CHECK(rankCpus("none", 2, {0, 1, 2, 3}).empty());  // asked not to
+  CHECK(rankCpus("auto", 2, {}).empty());            // affinity unknown
 }

@@ -252,13 +252,13 @@ uint32_t TcpConnection::readFrames() {
       if (meta.bytes > recv_.slotBytes) {
         fail(Status{Code::remote_error,
                     "rank " + std::to_string(selfRank_) + ": rank " + std::to_string(peer()) +
-                        " sent a " + std::to_string(meta.bytes) +
-                        "-byte frame, larger than the " + std::to_string(recv_.slotBytes) +
+                        " sent a " + std::to_string(meta.bytes) + "-byte frame, larger than the " +
+                        std::to_string(recv_.slotBytes) +
                         "-byte slot (do all ranks use the same GYRE_SLOT_BYTES?)"});
         return 0;
       }
-      const bool direct = offer_.dst && offer_.index == received_ &&
-                          offer_.bytes == meta.bytes && meta.sameOp(offer_.desc);
+      const bool direct = offer_.dst && offer_.index == received_ && offer_.bytes == meta.bytes &&
+                          meta.sameOp(offer_.desc);
       payload_ = direct ? offer_.dst : recv_.slot(received_);
     }
     if (receivedOffset_ >= sizeof(SlotMeta) && receivedOffset_ == sizeof(SlotMeta) + meta.bytes) {

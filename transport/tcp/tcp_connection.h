@@ -89,8 +89,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   size_t sentOffset_ = 0;  // bytes of frame sent_ already written
   std::unique_ptr<asio::posix::stream_descriptor> loopWriter_;  // loop thread only
 
-  uint32_t received_ = 0;      // recv slots completely filled
-  size_t receivedOffset_ = 0;  // bytes of frame received_ read so far
+  uint32_t received_ = 0;         // recv slots completely filled
+  size_t receivedOffset_ = 0;     // bytes of frame received_ read so far
   std::byte* payload_ = nullptr;  // where frame received_'s payload goes, chosen at its header
   struct DirectOffer {
     uint32_t index = 0;
