@@ -101,6 +101,7 @@ void HostPrims::releaseRecv(Connection& from) {
   const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
   link.counters->head.value.store(head + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->head);
+  from.recvReleased();
 }
 
 void HostPrims::publishSend(Connection& to, uint32_t bytes) {
@@ -139,11 +140,7 @@ std::byte* HostPrims::waitSend(Connection& to) {
   auto& head = link.counters->head;
   const uint32_t tail = link.counters->tail.value.load(std::memory_order_relaxed);
   waitUntil([&] { return tail - head.value.load(std::memory_order_acquire) < link.nSlots; },
-            [&](Clock::time_point until) {
-              const uint32_t observed = head.value.load(std::memory_order_seq_cst);
-              if (tail - observed >= link.nSlots) sleepWhileEqual(head, observed, until);
-            },
-            to, "buffer space at");
+            [&](Clock::time_point until) { to.awaitSend(until); }, to, "buffer space at");
   return link.slot(tail);
 }
 

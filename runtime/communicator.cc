@@ -21,6 +21,9 @@
 #include "transport/event_loop.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#ifdef GYRE_HAVE_IBVERBS
+#include "transport/rdma/rdma_transport.h"
+#endif
 
 namespace gyre {
 
@@ -139,12 +142,26 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   PeerInfo self;
   self.rank = config.rank;
   self.hostId = localHostId();
-  if (config.transport != "tcp") {
+  if (config.transport == "auto" || config.transport == "shm") {
     shm = std::make_unique<ShmTransport>(*tcp, link, config.shmDir, config.transport == "shm");
+  }
+  if (config.transport == "auto" || config.transport == "rdma") {
+#ifdef GYRE_HAVE_IBVERBS
+    rdma = std::make_unique<RdmaTransport>(*tcp, link, config.ibHca, config.ibGidIndex,
+                                           config.transport == "rdma");
+#else
+    rdmaUnusable = "this build of gyre has no rdma transport (libibverbs-dev was missing)";
+#endif
   }
   self.cpus = allowedCpus();
   tcp->publish(self);
   if (shm) shm->publish(self);
+#ifdef GYRE_HAVE_IBVERBS
+  if (rdma) {
+    rdma->publish(self);
+    if (!self.rdma) rdmaUnusable = static_cast<RdmaTransport&>(*rdma).unusableReason();
+  }
+#endif
   const auto all = bootstrap->allGather(self.encode());
   for (const auto& text : all) peers.push_back(PeerInfo::decode(text));
   for (int r = 0; r < config.nranks; ++r) {
@@ -180,6 +197,14 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     connection(std::max(next, prev), 0);
   }
   if (logEnabled(LogLevel::info)) {
+    int byShm = 0, byRdma = 0, byTcp = 0;
+    for (const PeerInfo& p : peers) {
+      if (p.rank == self.rank) continue;
+      const bool overShm = shm && shm->canConnect(self, p);
+      (overShm ? byShm : rdma && rdma->canConnect(self, p) ? byRdma : byTcp) += 1;
+    }
+    const std::string transports = "peers over shm " + std::to_string(byShm) + ", rdma " +
+                                   std::to_string(byRdma) + ", tcp " + std::to_string(byTcp);
     const auto spinUs = std::chrono::duration_cast<std::chrono::microseconds>(spin).count();
     const std::string rings = config.channels > 0
                                   ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
@@ -188,8 +213,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
                        listenHost + ":" + std::to_string(self.tcpPort) + "; cpus " +
                        formatCpuList(self.cpus) + ", waiters poll " + std::to_string(spinUs) +
-                       " us" + (yieldWhileSpinning ? " yielding" : "") + "; " +
-                       (allShm ? "shared memory to every peer" : "tcp") +
+                       " us" + (yieldWhileSpinning ? " yielding" : "") + "; " + transports +
                        ", rings per call: " + rings);
   }
 }
@@ -218,6 +242,13 @@ Transport& Communicator::Impl::transportFor(int peer) {
                                 : "its shared memory is unusable (see its log)";
     fail(Code::invalid_usage, who() + ": GYRE_TRANSPORT=shm but rank " + std::to_string(peer) +
                                   " cannot be reached over shared memory: " + why);
+  }
+  if (rdma && rdma->canConnect(self, peers[peer])) return *rdma;
+  if (config.transport == "rdma") {
+    const std::string why = !rdmaUnusable.empty() ? "this rank: " + rdmaUnusable
+                                                  : "it has no usable rdma device (see its log)";
+    fail(Code::invalid_usage, who() + ": GYRE_TRANSPORT=rdma but rank " + std::to_string(peer) +
+                                  " cannot be reached over rdma: " + why);
   }
   return *tcp;
 }

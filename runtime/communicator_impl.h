@@ -35,7 +35,9 @@ struct Communicator::Impl {
   std::vector<PeerInfo> peers;
   std::unique_ptr<EventLoop> loop;
   std::unique_ptr<TcpTransport> tcp;
-  std::unique_ptr<ShmTransport> shm;  // null when GYRE_TRANSPORT=tcp
+  std::unique_ptr<ShmTransport> shm;  // null when GYRE_TRANSPORT=tcp or rdma
+  std::unique_ptr<Transport> rdma;    // null unless built with libibverbs and auto or rdma
+  std::string rdmaUnusable;           // why this rank has no rdma, once published
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::unique_ptr<Tuner> tuner;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)

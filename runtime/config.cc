@@ -45,6 +45,8 @@ void applyTuningEnv(CommConfig& c) {
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
   if (const char* v = env("GYRE_TRANSPORT")) c.transport = v;
   if (const char* v = env("GYRE_SHM_DIR")) c.shmDir = v;
+  if (const char* v = env("GYRE_IB_HCA")) c.ibHca = v;
+  c.ibGidIndex = int(envInt("GYRE_IB_GID_INDEX", c.ibGidIndex, -1, 65535));
 }
 
 CommConfig configFromEnv() {
@@ -84,9 +86,10 @@ void validate(const CommConfig& c) {
                                      "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
                                      "auto");
   }
-  if (c.transport != "auto" && c.transport != "tcp" && c.transport != "shm") {
+  if (c.transport != "auto" && c.transport != "tcp" && c.transport != "shm" &&
+      c.transport != "rdma") {
     fail(Code::invalid_argument,
-         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm");
+         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm, rdma");
   }
   if (c.slotBytes < 64 || c.slotBytes > (64u << 20)) {
     fail(Code::invalid_argument, "slot size must be between 64 B and 64 MiB");

@@ -30,14 +30,17 @@ struct CommConfig {
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   std::string algorithm;     // GYRE_ALGO: ring, tree or rd forces it where a collective has it
   int channels = 0;          // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
-  // GYRE_TRANSPORT: auto (shared memory for peers on this host, else tcp), tcp, or shm (every
-  // peer over shared memory, an error where that cannot be).
+  // GYRE_TRANSPORT: auto (shared memory for peers on this host, rdma for peers on other hosts
+  // where both have a device, else tcp), tcp, shm or rdma (every peer over that transport, an
+  // error where that cannot be).
   std::string transport = "auto";
   std::string shmDir = "/dev/shm";  // GYRE_SHM_DIR: where shared-memory segments live
+  std::string ibHca;                // GYRE_IB_HCA: rdma device ("mlx5_0" or "mlx5_0:1"); "" = first
+  int ibGidIndex = -1;              // GYRE_IB_GID_INDEX; -1 = the first RoCE v2 IPv4 GID
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
-// GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR.
+// GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config  # toolchain
   libasio-dev libcli11-dev libssl-dev           # standalone Asio, command lines, HMAC/random
+  libibverbs-dev ibverbs-providers              # rdma transport (rxe, mlx5, ... providers)
   doctest-dev                                   # tests
   clang libclang-rt-14-dev clang-format         # libFuzzer targets, format check
   procps                                        # pgrep, used by the process tests

@@ -87,6 +87,18 @@ class Connection {
 
   // Called by the producer after it advanced sendLink().counters->tail.
   virtual void sendPublished() = 0;
+  // Called by the consumer after it advanced recvLink().counters->head: transports whose
+  // sender cannot see that counter (rdma) return the credit here.
+  virtual void recvReleased() {}
+  // Called by the producer when sendLink() has no free slot: sleeps until the head may have
+  // moved, the connection failed, or `until` passed (at once if it has). Transports that
+  // learn of freed slots only by polling (rdma) poll here. Callers re-check and loop.
+  virtual void awaitSend(Clock::time_point until) {
+    WaitWord& head = send_.counters->head;
+    const uint32_t tail = send_.counters->tail.value.load(std::memory_order_relaxed);
+    const uint32_t observed = head.value.load(std::memory_order_seq_cst);
+    if (tail - observed >= send_.nSlots) sleepWhileEqual(head, observed, until);
+  }
   // Called by the consumer when recvLink() has no filled slot: moves bytes on the calling
   // thread where the transport needs that, or sleeps, until at least one new slot may be
   // filled, the connection failed, or `until` passed. Callers re-check and loop.

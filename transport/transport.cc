@@ -13,7 +13,8 @@ namespace gyre {
 std::string PeerInfo::encode() const {
   std::ostringstream out;
   out << "rank=" << rank << "\nhost=" << hostId << "\ntcp=" << tcpHost << "\nport=" << tcpPort
-      << "\nshm=" << (shm ? 1 : 0) << "\ncpus=" << formatCpuList(cpus) << "\n";
+      << "\nshm=" << (shm ? 1 : 0) << "\nrdma=" << (rdma ? 1 : 0)
+      << "\ncpus=" << formatCpuList(cpus) << "\n";
   return out.str();
 }
 
@@ -36,6 +37,8 @@ PeerInfo PeerInfo::decode(const std::string& text) {
         info.tcpHost = value;
       } else if (key == "shm") {
         info.shm = value == "1";
+      } else if (key == "rdma") {
+        info.rdma = value == "1";
       } else if (key == "cpus") {
         info.cpus = parseCpuList(value);
       } else if (key == "port") {

@@ -19,6 +19,7 @@ struct PeerInfo {
   std::string tcpHost;  // data-plane listen address
   uint16_t tcpPort = 0;
   bool shm = false;       // accepts shared-memory connections from ranks on its host
+  bool rdma = false;      // has an active rdma device and accepts rdma connections
   std::vector<int> cpus;  // the CPUs this rank may run on (its affinity), ascending
 
   // CPUs this rank has; at least 1 even when unknown.

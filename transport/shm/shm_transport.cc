@@ -1,8 +1,5 @@
 #include "transport/shm/shm_transport.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 #include <cstdlib>
@@ -36,40 +33,13 @@ static_assert(sizeof(Offer) == 64 && sizeof(Reply) == 8, "wire formats");
 constexpr char kOfferMagic[4] = {'G', 'S', 'H', 'O'};
 constexpr char kReplyMagic[4] = {'G', 'S', 'H', 'R'};
 
-// Blocking transfer of exactly `bytes` on a non-blocking socket, bounded by `deadline`.
-void transfer(int fd, void* buffer, size_t bytes, bool sending, Clock::time_point deadline,
-              const Transport::Interrupt& interrupted, const std::string& who) {
-  auto* p = static_cast<char*>(buffer);
-  size_t done = 0;
-  while (done < bytes) {
-    const ssize_t n = sending ? ::send(fd, p + done, bytes - done, MSG_DONTWAIT | MSG_NOSIGNAL)
-                              : ::recv(fd, p + done, bytes - done, MSG_DONTWAIT);
-    if (n > 0) {
-      done += size_t(n);
-      continue;
-    }
-    if (n == 0) fail(Code::remote_error, who + ": the peer closed the connection");
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      fail(Code::remote_error, who + ": " + errnoText(errno));
-    }
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) fail(Code::timeout, who + ": timed out");
-    if (interrupted) {
-      if (Status s = interrupted(); !s.ok()) throw Failure(s.code, who + ": " + s.message);
-    }
-    pollfd pfd{fd, short(sending ? POLLOUT : POLLIN), 0};
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
-    ::poll(&pfd, 1, int(std::min<int64_t>(100, ms)));
-  }
-}
-
 }  // namespace
 
 ShmTransport::ShmTransport(TcpTransport& tcp, LinkConfig config, std::string dir, bool required)
     : tcp_(tcp), config_(std::move(config)), dir_(std::move(dir)), required_(required) {
-  tcp_.setAcceptHook([this](asio::ip::tcp::socket& socket, int peer, int channel, uint16_t flags,
-                            std::function<void()> ready) {
-    if (flags & wire::kFlagShmOffer) answerOfferOnLoop(socket, peer, channel, std::move(ready));
+  tcp_.setAcceptHook(wire::kFlagShmOffer, [this](asio::ip::tcp::socket& socket, int peer,
+                                                 int channel, std::function<void()> ready) {
+    answerOfferOnLoop(socket, peer, channel, std::move(ready));
   });
 }
 
@@ -127,9 +97,9 @@ std::shared_ptr<Connection> ShmTransport::offer(const PeerInfo& peer, int channe
     offer.status = 1;
   }
   const int fd = socket.native_handle();
-  transfer(fd, &offer, sizeof offer, true, deadline, interrupted, who);
+  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who);
   Reply reply{};
-  transfer(fd, &reply, sizeof reply, false, deadline, interrupted, who);
+  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who);
   segment.closeHandle();  // mapped on both sides, or never will be
   if (std::memcmp(reply.magic, kReplyMagic, 4) != 0) fail(Code::remote_error, who + ": bad reply");
   if (offer.status == 0 && reply.status != 0) {

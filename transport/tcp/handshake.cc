@@ -9,7 +9,8 @@ std::string checkHello(const Hello& h, const std::string& jobId, int selfRank, i
     return "protocol version " + std::to_string(h.version) + ", expected " +
            std::to_string(kProtocolVersion);
   }
-  if ((h.flags & ~kFlagShmOffer) != 0) return "unknown flags " + std::to_string(h.flags);
+  if (h.flags != 0 && h.flags != kFlagShmOffer && h.flags != kFlagRdmaOffer)
+    return "unknown flags " + std::to_string(h.flags);
   char expected[32];
   copyJobId(expected, jobId);
   if (std::memcmp(h.jobId, expected, sizeof expected) != 0) return "different job id";

@@ -15,6 +15,8 @@ inline constexpr char kAckMagic[4] = {'G', 'Y', 'R', 'A'};
 inline constexpr uint16_t kProtocolVersion = 3;
 // Hello.flags: after the Ack the dialler offers a shared-memory segment (docs/protocol.md).
 inline constexpr uint16_t kFlagShmOffer = 1;
+// Hello.flags: after the Ack the two sides exchange rdma queue pair addresses.
+inline constexpr uint16_t kFlagRdmaOffer = 2;
 
 struct Hello {
   char magic[4];

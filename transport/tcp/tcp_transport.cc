@@ -1,5 +1,8 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <asio/connect.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
@@ -168,18 +171,19 @@ void TcpTransport::handOverOnLoop(std::shared_ptr<Pending> pending) {
     accepted_cv_.notify_all();
   };
   if (pending->hello.flags == 0) return ready();
-  if (!acceptHook_) {
+  const auto hook = acceptHooks_.find(pending->hello.flags);
+  if (hook == acceptHooks_.end()) {
     GYRE_LOG(warn, "rank " + std::to_string(config_.rank) +
                        ": refused a data connection from rank " +
-                       std::to_string(pending->hello.fromRank) +
-                       ": it asked for shared memory, which this rank does not use");
+                       std::to_string(pending->hello.fromRank) + ": it asked for " +
+                       (pending->hello.flags == wire::kFlagShmOffer ? "shared memory" : "rdma") +
+                       ", which this rank does not use");
     asio::error_code ignored;
     pending->socket.close(ignored);
     return;
   }
   armHandshakeTimer(pending);
-  acceptHook_(pending->socket, pending->hello.fromRank, pending->hello.channel,
-              pending->hello.flags, ready);
+  hook->second(pending->socket, pending->hello.fromRank, pending->hello.channel, ready);
 }
 
 std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int channel,
@@ -357,6 +361,33 @@ tcp::socket TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
   auto socket = std::move(accepted_.at(key));
   accepted_.erase(key);
   return socket;
+}
+
+// Blocking transfer of exactly `bytes` on a non-blocking socket, bounded by `deadline`.
+void transferExactly(int fd, void* buffer, size_t bytes, bool sending, Clock::time_point deadline,
+                     const Transport::Interrupt& interrupted, const std::string& who) {
+  auto* p = static_cast<char*>(buffer);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = sending ? ::send(fd, p + done, bytes - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                              : ::recv(fd, p + done, bytes - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n == 0) fail(Code::remote_error, who + ": the peer closed the connection");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      fail(Code::remote_error, who + ": " + errnoText(errno));
+    }
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) fail(Code::timeout, who + ": timed out");
+    if (interrupted) {
+      if (Status s = interrupted(); !s.ok()) throw Failure(s.code, who + ": " + s.message);
+    }
+    pollfd pfd{fd, short(sending ? POLLOUT : POLLIN), 0};
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+    ::poll(&pfd, 1, int(std::min<int64_t>(100, ms)));
+  }
 }
 
 }  // namespace gyre

@@ -33,12 +33,12 @@ class TcpTransport : public Transport {
   asio::ip::tcp::socket connectSocket(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted, uint16_t flags = 0);
   std::shared_ptr<Connection> wrap(asio::ip::tcp::socket socket, int peer, int channel);
-  // Runs on the loop when an accepted connection's Hello carried flags, after the handshake;
+  // Runs on the loop when an accepted connection's Hello carried `flag`, after the handshake;
   // the socket reaches connect() once the hook calls `ready` (the handshake timeout still
-  // applies until then). Set before publish().
+  // applies until then). Set before publish(); a flag without a hook is refused.
   using AcceptHook = std::function<void(asio::ip::tcp::socket& socket, int peer, int channel,
-                                        uint16_t flags, std::function<void()> ready)>;
-  void setAcceptHook(AcceptHook hook) { acceptHook_ = std::move(hook); }
+                                        std::function<void()> ready)>;
+  void setAcceptHook(uint16_t flag, AcceptHook hook) { acceptHooks_[flag] = std::move(hook); }
   // Stops accepting; from the user thread before the loop stops.
   void shutdown();
 
@@ -58,11 +58,16 @@ class TcpTransport : public Transport {
   const LinkConfig config_;
   const std::string listenHost_;
   asio::ip::tcp::acceptor acceptor_;
-  AcceptHook acceptHook_;
+  std::map<uint16_t, AcceptHook> acceptHooks_;
 
   std::mutex mutex_;
   std::condition_variable accepted_cv_;
   std::map<std::pair<int, int>, asio::ip::tcp::socket> accepted_;  // (peer, channel)
 };
+
+// Blocking transfer of exactly `bytes` on a non-blocking socket, bounded by `deadline`; for
+// the setup messages that follow the handshake. Throws Failure prefixed with `who`.
+void transferExactly(int fd, void* buffer, size_t bytes, bool sending, Clock::time_point deadline,
+                     const Transport::Interrupt& interrupted, const std::string& who);
 
 }  // namespace gyre

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The rdma transport against a real kernel verbs stack: boots a qemu guest with Soft-RoCE
+# (rxe0) from the rdma-vm kit and runs rdma_guest.sh there on this build. The kit is found at
+# $GYRE_RDMA_VM, ../shared/rdma-vm beside the source tree, or /work/shared/rdma-vm.
+# Usage: rdma_tests.sh BUILD_DIR. Exits 77 (skipped) saying why when the guest cannot start.
+set -u
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+kit=""
+for candidate in "${GYRE_RDMA_VM:-}" "$src/../shared/rdma-vm/rdma-vm.sh" /work/shared/rdma-vm/rdma-vm.sh; do
+  if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+    kit=$candidate
+    break
+  fi
+done
+if [ -z "$kit" ]; then
+  echo "SKIP: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh); the rdma tests need its guest"
+  exit 77
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! "$kit" setup >"$log" 2>&1; then
+  echo "SKIP: the rdma-vm kit cannot prepare its guest (qemu, kernel or packages missing):"
+  tail -5 "$log"
+  exit 77
+fi
+# The emulated guest is slow; everything inside is bounded by the tests' own timeouts too.
+exec "$kit" run --timeout 1200 --share "$build" --ro-share "$src" -- \
+  bash "$src/tests/collectives/rdma_guest.sh" "$build"

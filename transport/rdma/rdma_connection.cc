@@ -1,0 +1,265 @@
+#include "transport/rdma/rdma_connection.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace gyre {
+
+namespace {
+// How long a waiter may be stuck before it looks at the setup socket again.
+constexpr auto kLivenessInterval = std::chrono::milliseconds(5);
+// A full send queue drains as the adapter completes or fails what it holds (its retries end
+// within a second); this only bounds a device that stops completing anything.
+constexpr auto kSendQueueLimit = std::chrono::seconds(60);
+
+const char* opcodeName(ibv_wc_opcode opcode) {
+  switch (opcode) {
+    case IBV_WC_RDMA_WRITE:
+      return "an RDMA write";
+    case IBV_WC_SEND:
+      return "a credit";
+    case IBV_WC_RECV:
+    case IBV_WC_RECV_RDMA_WITH_IMM:
+      return "a receive";
+    default:
+      return "a work request";
+  }
+}
+}  // namespace
+
+RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
+                               const RdmaAddress& peerAddress, int fd, int selfRank, int peer,
+                               int channel, const LinkConfig& config)
+    : Connection(peer, channel),
+      endpoint_(std::move(endpoint)),
+      peerAddress_(peerAddress),
+      fd_(fd),
+      selfRank_(selfRank) {
+  auto linkOf = [&](LinkCounters& counters, std::byte* metas, std::byte* data) {
+    Link link;
+    link.counters = &counters;
+    link.metas = reinterpret_cast<SlotMeta*>(metas);
+    link.data = data;
+    link.nSlots = config.nSlots;
+    link.slotBytes = config.slotBytes;
+    return link;
+  };
+  send_ = linkOf(sendCounters_, endpoint_->sendMetas(), endpoint_->sendData());
+  recv_ = linkOf(recvCounters_, endpoint_->recvMetas(), endpoint_->recvData());
+}
+
+RdmaConnection::~RdmaConnection() {
+  if (unackedEvents_ > 0) ibv_ack_cq_events(endpoint_->cq(), unackedEvents_);
+  endpoint_.reset();
+  ::close(fd_);
+}
+
+std::string RdmaConnection::who() const {
+  return "rank " + std::to_string(selfRank_);
+}
+
+void RdmaConnection::sendPublished() {
+  const uint32_t tail = send_.counters->tail.value.load(std::memory_order_acquire);
+  while (posted_ != tail && !failed_.load(std::memory_order_relaxed)) postSlot(posted_++);
+}
+
+void RdmaConnection::postSlot(uint32_t index) {
+  const uint32_t slot = index % send_.nSlots;
+  const uint32_t bytes = send_.meta(index).bytes;
+  ibv_sge payload{reinterpret_cast<uintptr_t>(send_.slot(index)), bytes, endpoint_->lkey()};
+  ibv_sge header{reinterpret_cast<uintptr_t>(&send_.meta(index)), uint32_t(sizeof(SlotMeta)),
+                 endpoint_->lkey()};
+  ibv_send_wr wrs[2] = {};
+  uint32_t n = 0;
+  if (bytes > 0) {
+    ibv_send_wr& w = wrs[n++];
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.sg_list = &payload;
+    w.num_sge = 1;
+    w.wr.rdma.remote_addr = peerAddress_.data + uint64_t(slot) * peerAddress_.slotBytes;
+    w.wr.rdma.rkey = peerAddress_.rkey;
+  }
+  ibv_send_wr& h = wrs[n++];
+  h.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  h.sg_list = &header;
+  h.num_sge = 1;
+  h.imm_data = htonl(index);
+  h.send_flags = IBV_SEND_SIGNALED;
+  if (endpoint_->maxInline() >= sizeof(SlotMeta)) h.send_flags |= IBV_SEND_INLINE;
+  h.wr.rdma.remote_addr = peerAddress_.metas + uint64_t(slot) * sizeof(SlotMeta);
+  h.wr.rdma.rkey = peerAddress_.rkey;
+  h.wr_id = n;  // the signalled request completes the unsignalled payload write before it
+  if (n == 2) wrs[0].next = &wrs[1];
+  post(wrs[0], n);
+}
+
+void RdmaConnection::recvReleased() {
+  if (failed_.load(std::memory_order_relaxed)) return;
+  ibv_send_wr credit{};
+  credit.opcode = IBV_WR_SEND_WITH_IMM;
+  credit.num_sge = 0;
+  credit.imm_data = htonl(1);
+  credit.send_flags = IBV_SEND_SIGNALED;
+  credit.wr_id = 1;
+  post(credit, 1);
+}
+
+void RdmaConnection::post(ibv_send_wr& first, uint32_t wrs) {
+  ensureSendRoom(wrs);
+  if (failed_.load(std::memory_order_relaxed)) return;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(endpoint_->qp(), &first, &bad); rc != 0) {
+    return failLocal("cannot post to the queue pair: " + errnoText(rc));
+  }
+  outstanding_ += wrs;
+}
+
+void RdmaConnection::ensureSendRoom(uint32_t wrs) {
+  const auto limit = Clock::now() + kSendQueueLimit;
+  while (outstanding_ + wrs > endpoint_->maxSendWr() && !failed_.load(std::memory_order_relaxed)) {
+    if (poll() > 0) continue;
+    const auto now = Clock::now();
+    if (now >= limit) return failLocal("the adapter completed nothing for 60 s");
+    block(std::min(limit, now + std::chrono::milliseconds(20)));
+  }
+}
+
+void RdmaConnection::repostReceive() {
+  ibv_recv_wr wr{};
+  ibv_recv_wr* bad = nullptr;
+  if (const int rc = ibv_post_recv(endpoint_->qp(), &wr, &bad); rc != 0) {
+    failLocal("cannot post a receive request: " + errnoText(rc));
+  }
+}
+
+int RdmaConnection::poll() {
+  ibv_wc wc[16];
+  int total = 0;
+  while (true) {
+    const int n = ibv_poll_cq(endpoint_->cq(), 16, wc);
+    if (n < 0) {
+      failLocal("polling the completion queue failed");
+      return total;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        // The first failure is the cause; the requests flushed after it only echo it.
+        failLocal(std::string(opcodeName(wc[i].opcode)) +
+                  " failed: " + ibv_wc_status_str(wc[i].status) + " (vendor error " +
+                  std::to_string(wc[i].vendor_err) + ")");
+        continue;
+      }
+      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        WaitWord& tail = recv_.counters->tail;
+        tail.value.store(tail.value.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        repostReceive();
+      } else if (wc[i].opcode == IBV_WC_RECV) {
+        WaitWord& head = send_.counters->head;
+        head.value.store(head.value.load(std::memory_order_relaxed) + ntohl(wc[i].imm_data),
+                         std::memory_order_release);
+        repostReceive();
+      } else {
+        outstanding_ -= uint32_t(wc[i].wr_id);
+      }
+    }
+    total += n;
+    if (n < 16) return total;
+  }
+}
+
+void RdmaConnection::block(Clock::time_point until) {
+  if (ibv_req_notify_cq(endpoint_->cq(), 0) != 0)
+    return failLocal("cannot arm the completion queue");
+  if (poll() > 0) return;  // arrived before the arming
+  const auto left = until - Clock::now();
+  if (left <= Clock::duration::zero()) return;
+  pollfd fds[2] = {{endpoint_->channel()->fd, POLLIN, 0}, {fd_, POLLIN, 0}};
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  ::poll(fds, 2, int(std::min<int64_t>(ms, 1000)));
+  if (fds[0].revents & POLLIN) {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    while (ibv_get_cq_event(endpoint_->channel(), &cq, &context) == 0) ++unackedEvents_;
+    if (unackedEvents_ >= 64) {
+      ibv_ack_cq_events(endpoint_->cq(), unackedEvents_);
+      unackedEvents_ = 0;
+    }
+  }
+  if (fds[1].revents) {
+    nextCheck_.store(0, std::memory_order_relaxed);  // the socket spoke: look now
+    (void)failure();
+  }
+  poll();
+}
+
+void RdmaConnection::awaitSend(Clock::time_point until) {
+  if (poll() > 0 || until <= Clock::now()) return;
+  block(until);
+}
+
+void RdmaConnection::awaitRecv(Clock::time_point until) {
+  if (poll() > 0 || until <= Clock::now()) return;
+  block(until);
+}
+
+// Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
+Status RdmaConnection::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) {
+    const int64_t now = Clock::now().time_since_epoch().count();
+    int64_t due = nextCheck_.load(std::memory_order_relaxed);
+    if (now < due || !nextCheck_.compare_exchange_strong(
+                         due, now + std::chrono::nanoseconds(kLivenessInterval).count())) {
+      return {};
+    }
+    char byte;
+    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
+    const std::string cause = n == 0  ? "its end of the connection closed (it exited or failed)"
+                              : n > 0 ? "it sent unexpected bytes"
+                                      : errnoText(errno);
+    fail({Code::remote_error,
+          who() + ": rank " + std::to_string(peer()) + " failed over rdma: " + cause});
+  }
+  std::lock_guard lock(failureMutex_);
+  return failure_;
+}
+
+Status RdmaConnection::flush(Clock::time_point deadline) {
+  while (outstanding_ > 0) {
+    if (failed_.load(std::memory_order_acquire)) return failure();
+    if (poll() > 0) continue;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return {Code::timeout, who() + ": writes to rank " + std::to_string(peer()) +
+                                 " over rdma did not complete in time"};
+    }
+    block(std::min(deadline, now + std::chrono::milliseconds(20)));
+  }
+  return {};
+}
+
+void RdmaConnection::failLocal(const std::string& what) {
+  fail({Code::remote_error, who() + ": rdma connection to rank " + std::to_string(peer()) + " on " +
+                                endpoint_->device().name + ": " + what});
+}
+
+void RdmaConnection::fail(Status status) const {
+  {
+    std::lock_guard lock(failureMutex_);
+    if (failure_.ok()) failure_ = std::move(status);
+  }
+  failed_.store(true, std::memory_order_seq_cst);
+}
+
+void RdmaConnection::close() {
+  if (closed_.exchange(true)) return;
+  ::shutdown(fd_, SHUT_RDWR);
+  fail({Code::aborted,
+        who() + ": the rdma connection to rank " + std::to_string(peer()) + " was closed"});
+}
+
+}  // namespace gyre

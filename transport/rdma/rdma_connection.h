@@ -1,0 +1,78 @@
+// An rdma connection: one RC queue pair to the peer. Both link rings live in registered
+// memory of this process; the peer's receive ring is the target of our writes.
+//
+// Sending slot i: an RDMA WRITE of the payload into the peer's slot i, then an RDMA WRITE
+// WITH IMMEDIATE of its 32-byte header into the peer's header i. RC delivers in order, so
+// when the peer's receive completion for the header arrives, the payload is in place.
+// Releasing a received slot sends a credit back: a SEND WITH IMMEDIATE carrying the number
+// of slots freed. A slot we sent may be refilled once its credit came back (the peer has
+// read it, so our adapter is done reading it too).
+//
+// Completions are polled by the thread waiting in a collective, exactly like the tcp
+// transport reads its socket: first without blocking, then asleep in poll() on the
+// completion channel's descriptor and the setup socket together. No thread polls when
+// nobody waits: an RC queue pair needs no CPU to deliver.
+//
+// The authenticated tcp socket the connection was set up over stays open and idle, as for
+// shared memory: a peer that dies closes it, which we see well before the adapter's
+// retries run out.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "transport/link.h"
+#include "transport/rdma/verbs.h"
+#include "transport/transport.h"
+
+namespace gyre {
+
+class RdmaConnection : public Connection {
+ public:
+  // `endpoint` is connected (RTS); `fd` the setup socket,
+  // owned from now on.
+  RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint, const RdmaAddress& peerAddress, int fd,
+                 int selfRank, int peer, int channel, const LinkConfig& config);
+  ~RdmaConnection() override;
+
+  void sendPublished() override;
+  void recvReleased() override;
+  void awaitSend(Clock::time_point until) override;
+  void awaitRecv(Clock::time_point until) override;
+  Status failure() const override;
+  Status flush(Clock::time_point deadline) override;
+  void close() override;
+  const char* transportName() const override { return "rdma"; }
+
+ private:
+  // Handles what the completion queue holds; returns how many completions it saw.
+  int poll();
+  // Waits for a completion (or the setup socket to speak) until `until`.
+  void block(Clock::time_point until);
+  void postSlot(uint32_t index);
+  void post(ibv_send_wr& first, uint32_t wrs);
+  void ensureSendRoom(uint32_t wrs);
+  void repostReceive();
+  std::string who() const;
+  void fail(Status status) const;
+  void failLocal(const std::string& what);
+
+  std::unique_ptr<RdmaEndpoint> endpoint_;
+  const RdmaAddress peerAddress_;
+  const int fd_;
+  const int selfRank_;
+  LinkCounters sendCounters_;
+  LinkCounters recvCounters_;
+  uint32_t posted_ = 0;       // send slots handed to the adapter
+  uint32_t outstanding_ = 0;  // send work requests not yet completed
+  uint32_t unackedEvents_ = 0;
+
+  std::atomic<bool> closed_{false};
+  mutable std::atomic<bool> failed_{false};
+  mutable std::atomic<int64_t> nextCheck_{0};  // steady-clock ns of the next liveness check
+  mutable std::mutex failureMutex_;
+  mutable Status failure_;
+};
+
+}  // namespace gyre

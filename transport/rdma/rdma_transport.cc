@@ -1,0 +1,213 @@
+#include "transport/rdma/rdma_transport.h"
+
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <cstring>
+
+#include "runtime/log.h"
+#include "transport/rdma/rdma_connection.h"
+#include "transport/tcp/handshake.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace gyre {
+
+namespace {
+
+// The setup messages (docs/protocol.md); they follow the tcp handshake on its socket.
+struct Offer {
+  char magic[4];
+  uint32_t status;  // 0: `address` is a queue pair ready for us; 1: none, stay on tcp
+  RdmaAddress address;
+};
+struct Confirm {
+  char magic[4];
+  uint32_t status;  // 0: the dialler connected its queue pair; 1: it could not, stay on tcp
+};
+static_assert(sizeof(Offer) == 64 && sizeof(Confirm) == 8, "wire formats");
+constexpr char kOfferMagic[4] = {'G', 'R', 'D', 'O'};
+constexpr char kReplyMagic[4] = {'G', 'R', 'D', 'R'};
+constexpr char kConfirmMagic[4] = {'G', 'R', 'D', 'C'};
+
+}  // namespace
+
+RdmaTransport::RdmaTransport(TcpTransport& tcp, LinkConfig config, std::string hca, int gidIndex,
+                             bool required)
+    : tcp_(tcp),
+      config_(std::move(config)),
+      hca_(std::move(hca)),
+      gidIndex_(gidIndex),
+      required_(required) {
+  tcp_.setAcceptHook(wire::kFlagRdmaOffer, [this](asio::ip::tcp::socket& socket, int peer,
+                                                  int channel, std::function<void()> ready) {
+    answerOfferOnLoop(socket, peer, channel, std::move(ready));
+  });
+}
+
+RdmaTransport::~RdmaTransport() = default;
+
+void RdmaTransport::publish(PeerInfo& self) {
+  std::string whyNot;
+  device_ = openRdmaDevice(hca_, gidIndex_, whyNot);
+  const std::string who = "rank " + std::to_string(config_.rank) + ": rdma";
+  if (device_) {
+    unusableReason_.clear();
+    GYRE_LOG(info, who + " on " + device_->describe());
+  } else {
+    unusableReason_ = whyNot;
+    GYRE_LOG(info, who + " unusable (" + whyNot + "); peers on other hosts use tcp");
+  }
+  self.rdma = device_ != nullptr;
+}
+
+std::unique_ptr<RdmaEndpoint> RdmaTransport::makeEndpoint(std::string& error) {
+  try {
+    return std::make_unique<RdmaEndpoint>(device_, config_.nSlots, config_.slotBytes);
+  } catch (const Failure& f) {
+    error = f.what();
+    return nullptr;
+  }
+}
+
+std::string RdmaTransport::checkPeer(const RdmaAddress& a) const {
+  if (a.nSlots != config_.nSlots || a.slotBytes != config_.slotBytes) {
+    return "its slot geometry differs from ours";
+  }
+  if (bool(a.ethernet) != device_->ethernet) return "one side is RoCE, the other InfiniBand";
+  if (a.mtu < IBV_MTU_256 || a.mtu > IBV_MTU_4096) return "a bad MTU";
+  return {};
+}
+
+std::shared_ptr<Connection> RdmaTransport::fallBack(asio::ip::tcp::socket socket, int peer,
+                                                    int channel, const std::string& who,
+                                                    const std::string& error) {
+  if (required_) fail(Code::system_error, who + ": " + error + " (GYRE_TRANSPORT=rdma)");
+  GYRE_LOG(warn, who + ": " + error + "; this connection uses tcp");
+  return tcp_.wrap(std::move(socket), peer, channel);
+}
+
+std::shared_ptr<Connection> RdmaTransport::connect(const PeerInfo& peer, int channel,
+                                                   Clock::time_point deadline,
+                                                   const Interrupt& interrupted) {
+  return config_.rank < peer.rank ? offer(peer, channel, deadline, interrupted)
+                                  : collect(peer, channel, deadline, interrupted);
+}
+
+// The lower rank: offers its queue pair, connects to the one it gets back, confirms.
+std::shared_ptr<Connection> RdmaTransport::offer(const PeerInfo& peer, int channel,
+                                                 Clock::time_point deadline,
+                                                 const Interrupt& interrupted) {
+  const std::string who = "rank " + std::to_string(config_.rank) + ": setting up rdma with rank " +
+                          std::to_string(peer.rank) + " (channel " + std::to_string(channel) + ")";
+  auto socket = tcp_.connectSocket(peer, channel, deadline, interrupted, wire::kFlagRdmaOffer);
+  const int fd = socket.native_handle();
+  std::string error;
+  auto endpoint = makeEndpoint(error);
+  Offer offer{};
+  std::memcpy(offer.magic, kOfferMagic, 4);
+  offer.status = endpoint ? 0 : 1;
+  if (endpoint) offer.address = endpoint->address();
+  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who);
+  Offer reply{};
+  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who);
+  if (std::memcmp(reply.magic, kReplyMagic, 4) != 0) fail(Code::remote_error, who + ": bad reply");
+  if (error.empty() && reply.status != 0) {
+    error = "rank " + std::to_string(peer.rank) + " could not set up its side (see its log)";
+  }
+  if (error.empty()) error = checkPeer(reply.address);
+  if (error.empty()) {
+    try {
+      endpoint->connect(reply.address);
+    } catch (const Failure& f) {
+      error = f.what();
+    }
+  }
+  Confirm confirm{};
+  std::memcpy(confirm.magic, kConfirmMagic, 4);
+  confirm.status = error.empty() ? 0 : 1;
+  transferExactly(fd, &confirm, sizeof confirm, true, deadline, interrupted, who);
+  if (!error.empty()) return fallBack(std::move(socket), peer.rank, channel, who, error);
+  return std::make_shared<RdmaConnection>(std::move(endpoint), reply.address, socket.release(),
+                                          config_.rank, peer.rank, channel, config_);
+}
+
+// The higher rank's loop: builds and connects its queue pair to the offered one, answers;
+// collect() picks the endpoint up once the dialler confirms.
+void RdmaTransport::answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, int channel,
+                                      std::function<void()> ready) {
+  struct Exchange {
+    Offer offer{};
+    Offer reply{};
+  };
+  auto x = std::make_shared<Exchange>();
+  asio::async_read(socket, asio::buffer(&x->offer, sizeof x->offer),
+                   [this, &socket, peer, channel, ready, x](const asio::error_code& ec, size_t) {
+                     if (ec) return ready();  // collect() finds nothing prepared and says so
+                     Prepared prepared;
+                     const Offer& o = x->offer;
+                     if (std::memcmp(o.magic, kOfferMagic, 4) != 0) {
+                       prepared.error = "a malformed offer";
+                     } else if (o.status != 0) {
+                       prepared.error = "rank " + std::to_string(peer) +
+                                        " could not set up its side (see its log)";
+                     } else if (!device_) {
+                       prepared.error = "no usable device here: " + unusableReason_;
+                     } else {
+                       prepared.error = checkPeer(o.address);
+                     }
+                     if (prepared.error.empty()) prepared.endpoint = makeEndpoint(prepared.error);
+                     if (prepared.endpoint) {
+                       try {
+                         prepared.endpoint->connect(o.address);
+                         prepared.peerAddress = o.address;
+                         x->reply.address = prepared.endpoint->address();
+                       } catch (const Failure& f) {
+                         prepared.error = f.what();
+                         prepared.endpoint.reset();
+                       }
+                     }
+                     std::memcpy(x->reply.magic, kReplyMagic, 4);
+                     x->reply.status = prepared.error.empty() ? 0 : 1;
+                     {
+                       std::lock_guard lock(mutex_);
+                       prepared_.insert_or_assign({peer, channel}, std::move(prepared));
+                     }
+                     asio::async_write(socket, asio::buffer(&x->reply, sizeof x->reply),
+                                       [ready, x](const asio::error_code&, size_t) { ready(); });
+                   });
+}
+
+std::shared_ptr<Connection> RdmaTransport::collect(const PeerInfo& peer, int channel,
+                                                   Clock::time_point deadline,
+                                                   const Interrupt& interrupted) {
+  auto socket = tcp_.connectSocket(peer, channel, deadline, interrupted);
+  const std::string who = "rank " + std::to_string(config_.rank) + ": setting up rdma with rank " +
+                          std::to_string(peer.rank) + " (channel " + std::to_string(channel) + ")";
+  Prepared prepared;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = prepared_.find({peer.rank, channel});
+    if (it == prepared_.end()) {
+      fail(Code::remote_error, who + ": the peer went away before it offered a queue pair");
+    }
+    prepared = std::move(it->second);
+    prepared_.erase(it);
+  }
+  // Our queue pair is ready to receive; the dialler's may not be until it confirms.
+  Confirm confirm{};
+  transferExactly(socket.native_handle(), &confirm, sizeof confirm, false, deadline, interrupted,
+                  who);
+  if (std::memcmp(confirm.magic, kConfirmMagic, 4) != 0) {
+    fail(Code::remote_error, who + ": bad confirmation");
+  }
+  if (prepared.error.empty() && confirm.status != 0) {
+    prepared.error = "rank " + std::to_string(peer.rank) + " could not connect (see its log)";
+  }
+  if (!prepared.error.empty()) {
+    return fallBack(std::move(socket), peer.rank, channel, who, prepared.error);
+  }
+  return std::make_shared<RdmaConnection>(std::move(prepared.endpoint), prepared.peerAddress,
+                                          socket.release(), config_.rank, peer.rank, channel,
+                                          config_);
+}
+
+}  // namespace gyre

@@ -1,0 +1,73 @@
+// Rdma transport (libibverbs, RC queue pairs) for peers on other hosts when both ranks have
+// an active device; GYRE_TRANSPORT=rdma uses it for every peer, on one host too.
+//
+// A connection starts as an authenticated tcp connection (the tcp transport's handshake,
+// with the rdma flag). Over it the lower rank sends its queue pair's address (QPN, PSN, GID,
+// LID, MTU, the key and addresses of its receive ring); the higher rank's event loop builds
+// its own queue pair, connects it, and answers with its address; the lower rank connects and
+// confirms. Where either side cannot, both keep the socket as a plain tcp connection (or
+// fail, when rdma was required), exactly as shared memory falls back.
+#pragma once
+
+#include <asio/ip/tcp.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "transport/rdma/verbs.h"
+#include "transport/transport.h"
+
+namespace gyre {
+
+class TcpTransport;
+class RdmaEndpoint;
+
+class RdmaTransport : public Transport {
+ public:
+  // `hca`, `gidIndex`: GYRE_IB_HCA and GYRE_IB_GID_INDEX (see openRdmaDevice). `required`: a
+  // peer that cannot be reached over rdma is an error. Installs its accept hook on `tcp`:
+  // construct before tcp.publish().
+  RdmaTransport(TcpTransport& tcp, LinkConfig config, std::string hca, int gidIndex, bool required);
+  ~RdmaTransport() override;
+
+  const char* name() const override { return "rdma"; }
+  // Peers on other hosts; every peer when required.
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return device_ && peer.rdma && (required_ || peer.hostId != self.hostId);
+  }
+  // Opens the device; when there is none, says why (INFO) and leaves `self.rdma` false.
+  void publish(PeerInfo& self) override;
+  std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted) override;
+  const std::string& unusableReason() const { return unusableReason_; }
+
+ private:
+  struct Prepared {
+    std::unique_ptr<RdmaEndpoint> endpoint;
+    RdmaAddress peerAddress;
+    std::string error;  // why not; empty when `endpoint` is connected
+  };
+  void answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, int channel,
+                         std::function<void()> ready);
+  std::shared_ptr<Connection> offer(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                    const Interrupt& interrupted);
+  std::shared_ptr<Connection> collect(const PeerInfo& peer, int channel, Clock::time_point deadline,
+                                      const Interrupt& interrupted);
+  // A connected endpoint, or null with `error` set.
+  std::unique_ptr<RdmaEndpoint> makeEndpoint(std::string& error);
+  std::string checkPeer(const RdmaAddress& a) const;
+  std::shared_ptr<Connection> fallBack(asio::ip::tcp::socket socket, int peer, int channel,
+                                       const std::string& who, const std::string& error);
+
+  TcpTransport& tcp_;
+  const LinkConfig config_;
+  const std::string hca_;
+  const int gidIndex_;
+  const bool required_;
+  std::shared_ptr<RdmaDevice> device_;
+  std::string unusableReason_ = "not published yet";
+  std::mutex mutex_;
+  std::map<std::pair<int, int>, Prepared> prepared_;  // (peer, channel)
+};
+
+}  // namespace gyre
