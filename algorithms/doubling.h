@@ -60,39 +60,34 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
-// Calls fn(block, offsetInBlock, len) for the pieces of elements [begin, begin+len) of a run
-// of consecutive blocks of `count` elements each.
-template <class Fn>
-GYRE_HD void forEachBlockPiece(size_t begin, size_t len, size_t count, Fn fn) {
-  while (len > 0) {
-    const size_t block = begin / count, inBlock = begin % count;
-    const size_t piece = min_(len, count - inBlock);
-    fn(block, inBlock, piece);
-    begin += piece;
-    len -= piece;
-  }
-}
-
 // recv[r*count + i] = send of rank r [i] (Bruck): after the step at distance d a rank holds
 // the blocks of ranks rank .. rank+2d-1; it sends the ones it has to rank-d and receives the
-// next ones from rank+d.
+// next ones from rank+d. A block goes in pieces of at most `chunkElems`, streamed: piece
+// k + ahead leaves before piece k is awaited, so at most ahead + 1 pieces wait on a link
+// whatever n and count (sending a whole step before receiving would need n/2 slots).
 template <class Prims>
-GYRE_HD void doublingAllGather(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
+GYRE_HD void doublingAllGather(Prims& p, int rank, int n, size_t count, size_t chunkElems,
+                               int ahead) {
   p.localCopy(0, size_t(rank) * count, count);
   if (n == 1 || count == 0) return;
   p.useOutputAsInput();
+  const size_t perBlock = divUp(count, chunkElems);
   for (int dist = 1; dist < n; dist *= 2) {
     const int to = mod(rank - dist, n), from = mod(rank + dist, n);
-    const size_t total = size_t(dist < n - dist ? dist : n - dist) * count;
+    const size_t pieces = size_t(dist < n - dist ? dist : n - dist) * perBlock;
     p.setPeers(&from, 1, &to, 1);
-    for (size_t base = 0; base < total; base += chunkElems) {
-      const size_t len = min_(chunkElems, total - base);
-      forEachBlockPiece(base, len, count, [&](size_t block, size_t at, size_t piece) {
-        p.send(size_t(mod(rank + int(block), n)) * count + at, piece);
-      });
-      forEachBlockPiece(base, len, count, [&](size_t block, size_t at, size_t piece) {
-        p.recv(size_t(mod(rank + dist + int(block), n)) * count + at, piece);
-      });
+    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
+      if (k < pieces) {
+        const int block = int(k / perBlock);
+        const size_t at = (k % perBlock) * chunkElems;
+        p.send(size_t(mod(rank + block, n)) * count + at, min_(chunkElems, count - at));
+      }
+      if (k >= size_t(ahead)) {
+        const size_t j = k - size_t(ahead);
+        const int block = int(j / perBlock);
+        const size_t at = (j % perBlock) * chunkElems;
+        p.recv(size_t(mod(rank + dist + block, n)) * count + at, min_(chunkElems, count - at));
+      }
     }
   }
 }

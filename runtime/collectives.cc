@@ -159,7 +159,7 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
     const size_t chunk = d.chunkElems(type);
     if (d.choose(Collective::all_gather, total) == Algorithm::doubling) {
       return d.execute(ctx, send, recv, [&](auto& p) {
-        algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type));
+        algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type), d.ahead());
       });
     }
     d.runChannels(ctx, d.channelsFor(total, sendCount * size_t(n)), sendCount,

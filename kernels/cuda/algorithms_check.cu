@@ -40,7 +40,7 @@ __global__ void gyreAlgorithmsCompileCheck(unsigned long long* out, int rank, in
   a::binomialBroadcast(p, rank, n, 0, count);
   a::doubleTreeAllReduce(p, rank, n, count, 1024);
   a::doublingAllReduce(p, rank, n, count, 1024, 3);
-  a::doublingAllGather(p, rank, n, count, 1024);
+  a::doublingAllGather(p, rank, n, count, 1024, 3);
   a::disseminationBarrier(p, rank, n);
   a::pairwiseAllToAll(p, rank, n, a::EqualExchange{count}, 1024);
   a::pairwiseAllToAll(p, rank, n, a::VarExchange{counts, offsets, counts, offsets}, 1024);

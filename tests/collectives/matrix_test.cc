@@ -303,14 +303,15 @@ std::vector<Case> casesFor(int n, const std::string& algorithm) {
 
 // Ranks as threads share a host, so `auto` means shared memory.
 void runMatrix(int n, const std::string& algorithm, int channels = 0,
-               const std::string& transport = "auto") {
+               const std::string& transport = "auto", uint32_t nSlots = 4) {
   CommConfig config = test::tinySlots();
+  config.nSlots = nSlots;
   config.algorithm = algorithm;
   config.channels = channels;
   config.transport = transport;
-  test::ThreadJob job(
-      n, config,
-      "matrix-" + algorithm + std::to_string(channels) + "-" + std::to_string(n) + transport);
+  test::ThreadJob job(n, config,
+                      "matrix-" + algorithm + std::to_string(channels) + "-" + std::to_string(n) +
+                          transport + std::to_string(nSlots));
   const auto cases = casesFor(n, algorithm);
   std::vector<std::string> failures(n);
   job.run([&](Communicator& c, int r) {
@@ -343,6 +344,12 @@ TEST_CASE("matrix: trees") {
 }
 TEST_CASE("matrix: recursive doubling") {
   for (int n : kSizes) runMatrix(n, "rd");
+}
+// The fewest slots a link may have (GYRE_NSLOTS=2): no algorithm may need more in flight.
+TEST_CASE("matrix: every algorithm on links of two slots") {
+  for (int n : {5, 7}) {
+    for (const char* algorithm : {"ring", "tree", "rd"}) runMatrix(n, algorithm, 0, "auto", 2);
+  }
 }
 TEST_CASE("matrix: the tuner's own choices") {
   for (int n : {3, 4}) runMatrix(n, "");

@@ -175,7 +175,7 @@ TEST_CASE("all_gather: ring and Bruck, every n and count") {
         Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
         auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
           if (bruck) {
-            algo::doublingAllGather(p, r, n, count, net.chunkElems());
+            algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/1);
           } else {
             algo::ringAllGather(p, r, n, count, net.chunkElems());
           }
@@ -188,6 +188,25 @@ TEST_CASE("all_gather: ring and Bruck, every n and count") {
         }
         CHECK(total == size_t(n) * size_t(n - 1) * count);
       }
+    }
+  }
+}
+
+// A Bruck step moves up to n/2 blocks to one peer; streamed, it needs no more slots than the
+// window, however many ranks: 2 slots per link, up to 40 ranks, blocks of one element.
+TEST_CASE("all_gather: Bruck with many ranks and links of two slots") {
+  for (int n : {9, 17, 23, 33, 40}) {
+    for (size_t count : {size_t(1), size_t(3)}) {
+      CAPTURE(n);
+      CAPTURE(count);
+      FakeNetwork net(n, /*slotElems=*/2, /*nSlots=*/2);
+      Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+      runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+        algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/0);
+      });
+      for (int r = 0; r < n; ++r)
+        for (int src = 0; src < n; ++src)
+          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
     }
   }
 }
