@@ -77,6 +77,8 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     for (int i = out ? 1 : 2; i < nSend; ++i) cpu::copy(slots[i], nullptr, dst, bytes);
     for (int i = 0; i < nRecv; ++i) releaseRecv(*recvFrom_[i]);
     for (int i = 0; i < nSend; ++i) publishSend(*sendTo_[i], bytes);
+    // After the sends, which may carry the credits along (rdma).
+    for (int i = 0; i < nRecv; ++i) recvFrom_[i]->recvReleased();
   }
 }
 
@@ -91,6 +93,7 @@ void HostPrims::recvMarker() {
   for (int i = 0; i < nRecv_; ++i) {
     waitRecv(*recvFrom_[i], 0);
     releaseRecv(*recvFrom_[i]);
+    recvFrom_[i]->recvReleased();
   }
 }
 
@@ -101,7 +104,6 @@ void HostPrims::releaseRecv(Connection& from) {
   const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
   link.counters->head.value.store(head + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->head);
-  from.recvReleased();
 }
 
 void HostPrims::publishSend(Connection& to, uint32_t bytes) {

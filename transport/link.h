@@ -68,9 +68,19 @@ struct Link {
   std::byte* data = nullptr;
   uint32_t nSlots = 0;
   size_t slotBytes = 0;
+  // Distance from one slot (header) to the next; 0: slotBytes (sizeof(SlotMeta)), i.e. arrays.
+  // rdma interleaves each header with its slot so that one write carries both.
+  size_t slotStride = 0;
+  size_t metaStride = 0;
 
-  std::byte* slot(uint32_t index) { return data + size_t(index % nSlots) * slotBytes; }
-  SlotMeta& meta(uint32_t index) { return metas[index % nSlots]; }
+  std::byte* slot(uint32_t index) {
+    return data + size_t(index % nSlots) * (slotStride ? slotStride : slotBytes);
+  }
+  SlotMeta& meta(uint32_t index) {
+    if (metaStride == 0) return metas[index % nSlots];
+    return *reinterpret_cast<SlotMeta*>(reinterpret_cast<std::byte*>(metas) +
+                                        size_t(index % nSlots) * metaStride);
+  }
 };
 
 // One peer over one channel. The primitives own the producer side of sendLink() and the
@@ -87,8 +97,9 @@ class Connection {
 
   // Called by the producer after it advanced sendLink().counters->tail.
   virtual void sendPublished() = 0;
-  // Called by the consumer after it advanced recvLink().counters->head: transports whose
-  // sender cannot see that counter (rdma) return the credit here.
+  // Called by the consumer once per step, after it advanced recvLink().counters->head and
+  // published the step's sends: transports whose sender cannot see that counter (rdma)
+  // return the credits here, unless a send to the same peer already carried them.
   virtual void recvReleased() {}
   // Called by the producer when sendLink() has no free slot: sleeps until the head may have
   // moved, the connection failed, or `until` passed (at once if it has). Transports that

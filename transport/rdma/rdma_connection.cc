@@ -39,17 +39,19 @@ RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
       peerAddress_(peerAddress),
       fd_(fd),
       selfRank_(selfRank) {
-  auto linkOf = [&](LinkCounters& counters, std::byte* metas, std::byte* data) {
+  auto linkOf = [&](LinkCounters& counters, std::byte* ring) {
     Link link;
     link.counters = &counters;
-    link.metas = reinterpret_cast<SlotMeta*>(metas);
-    link.data = data;
+    link.metas = reinterpret_cast<SlotMeta*>(ring + RdmaEndpoint::kHeaderOffset);
+    link.data = ring + RdmaEndpoint::kDataOffset;
     link.nSlots = config.nSlots;
     link.slotBytes = config.slotBytes;
+    link.slotStride = endpoint_->stride();
+    link.metaStride = endpoint_->stride();
     return link;
   };
-  send_ = linkOf(sendCounters_, endpoint_->sendMetas(), endpoint_->sendData());
-  recv_ = linkOf(recvCounters_, endpoint_->recvMetas(), endpoint_->recvData());
+  send_ = linkOf(sendCounters_, endpoint_->sendRing());
+  recv_ = linkOf(recvCounters_, endpoint_->recvRing());
 }
 
 RdmaConnection::~RdmaConnection() {
@@ -67,42 +69,46 @@ void RdmaConnection::sendPublished() {
   while (posted_ != tail && !failed_.load(std::memory_order_relaxed)) postSlot(posted_++);
 }
 
+// One write carries header and payload (contiguous in both rings); its immediate wakes the
+// peer and returns credits.
 void RdmaConnection::postSlot(uint32_t index) {
   const uint32_t slot = index % send_.nSlots;
-  const uint32_t bytes = send_.meta(index).bytes;
-  ibv_sge payload{reinterpret_cast<uintptr_t>(send_.slot(index)), bytes, endpoint_->lkey()};
-  ibv_sge header{reinterpret_cast<uintptr_t>(&send_.meta(index)), uint32_t(sizeof(SlotMeta)),
-                 endpoint_->lkey()};
-  ibv_send_wr wrs[2] = {};
-  uint32_t n = 0;
-  if (bytes > 0) {
-    ibv_send_wr& w = wrs[n++];
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.sg_list = &payload;
-    w.num_sge = 1;
-    w.wr.rdma.remote_addr = peerAddress_.data + uint64_t(slot) * peerAddress_.slotBytes;
-    w.wr.rdma.rkey = peerAddress_.rkey;
-  }
-  ibv_send_wr& h = wrs[n++];
-  h.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  h.sg_list = &header;
-  h.num_sge = 1;
-  h.imm_data = htonl(index);
-  h.send_flags = IBV_SEND_SIGNALED;
-  if (endpoint_->maxInline() >= sizeof(SlotMeta)) h.send_flags |= IBV_SEND_INLINE;
-  h.wr.rdma.remote_addr = peerAddress_.metas + uint64_t(slot) * sizeof(SlotMeta);
-  h.wr.rdma.rkey = peerAddress_.rkey;
-  h.wr_id = n;  // the signalled request completes the unsignalled payload write before it
-  if (n == 2) wrs[0].next = &wrs[1];
-  post(wrs[0], n);
+  const uint32_t bytes = uint32_t(sizeof(SlotMeta)) + send_.meta(index).bytes;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(&send_.meta(index)), bytes, endpoint_->lkey()};
+  ibv_send_wr w{};
+  w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  w.sg_list = &sge;
+  w.num_sge = 1;
+  w.imm_data = htonl(takeCredits());
+  w.send_flags = IBV_SEND_SIGNALED;
+  if (bytes <= endpoint_->maxInline()) w.send_flags |= IBV_SEND_INLINE;
+  w.wr.rdma.remote_addr =
+      peerAddress_.ring + uint64_t(slot) * peerAddress_.stride + RdmaEndpoint::kHeaderOffset;
+  w.wr.rdma.rkey = peerAddress_.rkey;
+  w.wr_id = 1;
+  post(w, 1);
 }
 
+uint32_t RdmaConnection::takeCredits() {
+  const uint32_t head = recv_.counters->head.value.load(std::memory_order_relaxed);
+  const uint32_t credits = head - credited_;
+  credited_ = head;
+  return credits;
+}
+
+// Credits below half the ring wait for our next write to the peer to carry them. Holding
+// them back only makes the peer's ring look shorter (at least half plus one slot), and every
+// algorithm works with rings of 2 slots; the slots are credited at the latest once half the
+// ring is free, so nothing waits on them for ever.
 void RdmaConnection::recvReleased() {
   if (failed_.load(std::memory_order_relaxed)) return;
+  const uint32_t head = recv_.counters->head.value.load(std::memory_order_relaxed);
+  if (head - credited_ < std::max<uint32_t>(1, recv_.nSlots / 2)) return;
+  const uint32_t credits = takeCredits();
   ibv_send_wr credit{};
   credit.opcode = IBV_WR_SEND_WITH_IMM;
   credit.num_sge = 0;
-  credit.imm_data = htonl(1);
+  credit.imm_data = htonl(credits);
   credit.send_flags = IBV_SEND_SIGNALED;
   credit.wr_id = 1;
   post(credit, 1);
@@ -153,11 +159,13 @@ int RdmaConnection::poll() {
                   std::to_string(wc[i].vendor_err) + ")");
         continue;
       }
-      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-        WaitWord& tail = recv_.counters->tail;
-        tail.value.store(tail.value.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-        repostReceive();
-      } else if (wc[i].opcode == IBV_WC_RECV) {
+      if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM || wc[i].opcode == IBV_WC_RECV) {
+        // A slot header (its payload already in place) or a bare credit; both carry credits.
+        if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+          WaitWord& tail = recv_.counters->tail;
+          tail.value.store(tail.value.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_release);
+        }
         WaitWord& head = send_.counters->head;
         head.value.store(head.value.load(std::memory_order_relaxed) + ntohl(wc[i].imm_data),
                          std::memory_order_release);

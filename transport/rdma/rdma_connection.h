@@ -1,12 +1,12 @@
 // An rdma connection: one RC queue pair to the peer. Both link rings live in registered
 // memory of this process; the peer's receive ring is the target of our writes.
 //
-// Sending slot i: an RDMA WRITE of the payload into the peer's slot i, then an RDMA WRITE
-// WITH IMMEDIATE of its 32-byte header into the peer's header i. RC delivers in order, so
-// when the peer's receive completion for the header arrives, the payload is in place.
-// Releasing a received slot sends a credit back: a SEND WITH IMMEDIATE carrying the number
-// of slots freed. A slot we sent may be refilled once its credit came back (the peer has
-// read it, so our adapter is done reading it too).
+// Sending slot i: one RDMA WRITE WITH IMMEDIATE of its 32-byte header and payload (they sit
+// side by side in both rings) into the peer's slot i; the peer's receive completion for it
+// means the whole slot is in place. The immediate carries the credits for the peer's slots
+// we freed since our last send; once half the ring is owed to the peer, a SEND WITH
+// IMMEDIATE carries them alone. A slot we sent may be refilled once its credit came back
+// (the peer has read it, so our adapter is done reading it too).
 //
 // Completions are polled by the thread waiting in a collective, exactly like the tcp
 // transport reads its socket: first without blocking, then asleep in poll() on the
@@ -54,6 +54,7 @@ class RdmaConnection : public Connection {
   void post(ibv_send_wr& first, uint32_t wrs);
   void ensureSendRoom(uint32_t wrs);
   void repostReceive();
+  uint32_t takeCredits();  // slots of the peer's freed since the last credit sent
   std::string who() const;
   void fail(Status status) const;
   void failLocal(const std::string& what);
@@ -65,6 +66,7 @@ class RdmaConnection : public Connection {
   LinkCounters sendCounters_;
   LinkCounters recvCounters_;
   uint32_t posted_ = 0;       // send slots handed to the adapter
+  uint32_t credited_ = 0;     // recv head the peer was last told of
   uint32_t outstanding_ = 0;  // send work requests not yet completed
   uint32_t unackedEvents_ = 0;
 

@@ -69,7 +69,8 @@ std::unique_ptr<RdmaEndpoint> RdmaTransport::makeEndpoint(std::string& error) {
 }
 
 std::string RdmaTransport::checkPeer(const RdmaAddress& a) const {
-  if (a.nSlots != config_.nSlots || a.slotBytes != config_.slotBytes) {
+  if (a.nSlots != config_.nSlots || a.slotBytes != config_.slotBytes ||
+      a.stride != RdmaEndpoint::kDataOffset + (config_.slotBytes + 63) / 64 * 64) {
     return "its slot geometry differs from ours";
   }
   if (bool(a.ethernet) != device_->ethernet) return "one side is RoCE, the other InfiniBand";

@@ -156,16 +156,8 @@ std::shared_ptr<RdmaDevice> openRdmaDevice(const std::string& hca, int gidIndex,
 RdmaEndpoint::RdmaEndpoint(std::shared_ptr<RdmaDevice> device, uint32_t nSlots, size_t slotBytes)
     : device_(std::move(device)), nSlots_(nSlots), slotBytes_(slotBytes) {
   const std::string who = "rdma on " + device_->name + ": ";
-  size_t at = 0;
-  layout_.sendMetas = at;
-  at += align64(nSlots * 32);
-  layout_.sendData = at;
-  at += align64(nSlots * slotBytes);
-  layout_.recvMetas = at;
-  at += align64(nSlots * 32);
-  layout_.recvData = at;
-  at += align64(nSlots * slotBytes);
-  layout_.total = at;
+  stride_ = kDataOffset + align64(slotBytes);
+  const size_t at = 2 * size_t(nSlots) * stride_;
   base_ = static_cast<std::byte*>(std::aligned_alloc(4096, (at + 4095) / 4096 * 4096));
   if (!base_) fail(Code::system_error, who + "out of memory for the slots");
   std::memset(base_, 0, at);
@@ -197,11 +189,10 @@ RdmaEndpoint::RdmaEndpoint(std::shared_ptr<RdmaDevice> device, uint32_t nSlots, 
   init.cap.max_recv_wr = maxRecvWr_;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  init.cap.max_inline_data = 64;
-  qp_ = ibv_create_qp(device_->pd, &init);
-  if (!qp_) {
-    init.cap.max_inline_data = 0;  // some devices inline nothing
-    qp_ = ibv_create_qp(device_->pd, &init);
+  // Small slots go inline (no DMA read of our memory); devices differ in how much they take.
+  for (uint32_t inlineBytes : {256u, 64u, 0u}) {
+    init.cap.max_inline_data = inlineBytes;
+    if ((qp_ = ibv_create_qp(device_->pd, &init))) break;
   }
   if (!qp_) fail(Code::system_error, who + "cannot create a queue pair: " + errnoText(errno));
   maxInline_ = init.cap.max_inline_data;
@@ -236,8 +227,8 @@ RdmaAddress RdmaEndpoint::address() const {
   a.mtu = uint8_t(device_->activeMtu);
   a.ethernet = device_->ethernet ? 1 : 0;
   a.rkey = mr_->rkey;
-  a.metas = reinterpret_cast<uintptr_t>(recvMetas());
-  a.data = reinterpret_cast<uintptr_t>(recvData());
+  a.ring = reinterpret_cast<uintptr_t>(recvRing());
+  a.stride = stride_;
   a.nSlots = nSlots_;
   a.slotBytes = uint32_t(slotBytes_);
   return a;

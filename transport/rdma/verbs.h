@@ -47,15 +47,17 @@ struct RdmaAddress {
   uint8_t mtu = 0;  // ibv_mtu
   uint8_t ethernet = 0;
   uint32_t rkey = 0;
-  uint64_t metas = 0;  // the receive ring's slot headers and slots, in the peer's memory
-  uint64_t data = 0;
+  uint64_t ring = 0;  // the receive ring in the sender's peer's memory (RdmaEndpoint layout)
+  uint64_t stride = 0;
   uint32_t nSlots = 0;
   uint32_t slotBytes = 0;
 };
 static_assert(sizeof(RdmaAddress) == 56, "wire format");
 
-// One connection's verbs objects. Memory layout: send metas, send slots, recv metas, recv
-// slots, each 64-byte aligned, all in one registration the peer may write into.
+// One connection's verbs objects. Memory: the send ring, then the receive ring, in one
+// registration the peer may write into. In a ring each slot takes `stride` bytes: 32 bytes of
+// padding, its 32-byte header, then its data (64-byte aligned), so that header and payload
+// are contiguous and one write moves both.
 class RdmaEndpoint {
  public:
   // Throws Failure(system_error) naming what could not be created.
@@ -69,10 +71,11 @@ class RdmaEndpoint {
   // when the device refuses.
   void connect(const RdmaAddress& peer);
 
-  std::byte* sendMetas() const { return base_ + layout_.sendMetas; }
-  std::byte* sendData() const { return base_ + layout_.sendData; }
-  std::byte* recvMetas() const { return base_ + layout_.recvMetas; }
-  std::byte* recvData() const { return base_ + layout_.recvData; }
+  static constexpr size_t kHeaderOffset = 32;
+  static constexpr size_t kDataOffset = 64;
+  size_t stride() const { return stride_; }
+  std::byte* sendRing() const { return base_; }
+  std::byte* recvRing() const { return base_ + size_t(nSlots_) * stride_; }
   uint32_t lkey() const { return mr_->lkey; }
   ibv_qp* qp() const { return qp_; }
   ibv_cq* cq() const { return cq_; }
@@ -82,15 +85,12 @@ class RdmaEndpoint {
   const RdmaDevice& device() const { return *device_; }
 
  private:
-  struct Layout {
-    size_t sendMetas = 0, sendData = 0, recvMetas = 0, recvData = 0, total = 0;
-  };
   void release();
 
   std::shared_ptr<RdmaDevice> device_;
   const uint32_t nSlots_;
   const size_t slotBytes_;
-  Layout layout_;
+  size_t stride_ = 0;
   std::byte* base_ = nullptr;
   ibv_mr* mr_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
