@@ -416,6 +416,87 @@ TEST_CASE("dissemination barrier: log2(n) rounds, no deadlock") {
   }
 }
 
+// Links of two slots (the fewest GYRE_NSLOTS allows) with many ranks: an algorithm that sends
+// several pieces to one peer before it receives would hang here once ranks outnumber slots.
+// Chunks of one slot and no piece ahead, as the communicator runs with two slots.
+TEST_CASE("many ranks on links of two slots: every algorithm, exact results") {
+  for (int n : {16, 33}) {
+    for (size_t count : {size_t(1), size_t(5), size_t(97)}) {
+      CAPTURE(n);
+      CAPTURE(count);
+      const size_t slot = 3;
+      auto expectAllReduce = [&](const char* name, auto algorithm) {
+        CAPTURE(name);
+        FakeNetwork net(n, slot, 2);
+        Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+        runFake(net, RedOp::max, in, out, [&](FakePrims& p, int r) { algorithm(p, r); });
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(RedOp::max, n, i));
+      };
+      expectAllReduce("ring",
+                      [&](FakePrims& p, int r) { algo::ringAllReduce(p, r, n, count, slot); });
+      expectAllReduce("double tree", [&](FakePrims& p, int r) {
+        algo::doubleTreeAllReduce(p, r, n, count, slot);
+      });
+      expectAllReduce("doubling", [&](FakePrims& p, int r) {
+        algo::doublingAllReduce(p, r, n, count, slot, 0);
+      });
+      for (bool bruck : {false, true}) {
+        CAPTURE(bruck);
+        FakeNetwork net(n, slot, 2);
+        Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+        runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+          if (bruck) {
+            algo::doublingAllGather(p, r, n, count, slot, 0);
+          } else {
+            algo::ringAllGather(p, r, n, count, slot);
+          }
+        });
+        for (int r = 0; r < n; ++r)
+          for (int src = 0; src < n; ++src)
+            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
+      }
+      for (bool tree : {false, true}) {
+        CAPTURE(tree);
+        const int root = n / 3;
+        FakeNetwork net(n, slot, 2);
+        Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+        runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+          if (tree) {
+            algo::binomialReduce(p, r, n, root, count);
+          } else {
+            algo::ringReduce(p, r, n, root, count);
+          }
+        });
+        for (size_t i = 0; i < count; ++i) REQUIRE(out[root][i] == reduceAll(RedOp::sum, n, i));
+        FakeNetwork net2(n, slot, 2);
+        Inputs one(n), got(n, std::vector<double>(count, kPoison));
+        for (size_t i = 0; i < count; ++i) one[root].push_back(value(root, i));
+        runFake(net2, RedOp::sum, one, got, [&](FakePrims& p, int r) {
+          if (tree) {
+            algo::binomialBroadcast(p, r, n, root, count);
+          } else {
+            algo::ringBroadcast(p, r, n, root, count, slot);
+          }
+        });
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) REQUIRE(got[r][i] == value(root, i));
+      }
+      {
+        FakeNetwork net(n, slot, 2);
+        Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
+        runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+          algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, slot);
+        });
+        for (int r = 0; r < n; ++r)
+          for (int src = 0; src < n; ++src)
+            for (size_t i = 0; i < count; ++i)
+              REQUIRE(out[r][src * count + i] == value(src, r * count + i));
+      }
+    }
+  }
+}
+
 TEST_CASE("the fake network reports a deadlock instead of hanging") {
   // Both ranks receive first: nobody can ever send.
   FakeNetwork net(2, 4, 2);
