@@ -24,6 +24,11 @@ if ! "$kit" setup >"$log" 2>&1; then
   tail -5 "$log"
   exit 77
 fi
+# The guest starts with a clean environment: pass on what the sanitizer builds need.
+env_args=()
+for name in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
+  [ -n "${!name:-}" ] && env_args+=(-e "$name=${!name}")
+done
 # The emulated guest is slow; everything inside is bounded by the tests' own timeouts too.
-exec "$kit" run --timeout 1200 --share "$build" --ro-share "$src" -- \
+exec "$kit" run --timeout 1200 "${env_args[@]}" --share "$build" --ro-share "$src" -- \
   bash "$src/tests/collectives/rdma_guest.sh" "$build"
