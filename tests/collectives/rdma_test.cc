@@ -1,9 +1,15 @@
 // The rdma transport's own failure paths. Its collectives run in matrix_test.cc; both need a
 // device and skip without one (CI runs them inside the Soft-RoCE guest: rdma_tests.sh).
 #include <doctest/doctest.h>
+#include <sys/socket.h>
+
+#include <cstring>
 
 #include "tests/harness/rdma.h"
 #include "tests/harness/thread_ranks.h"
+#ifdef GYRE_HAVE_IBVERBS
+#include "transport/rdma/rdma_connection.h"
+#endif
 
 using namespace gyre;
 using namespace std::chrono_literals;
@@ -95,3 +101,67 @@ TEST_CASE("over rdma: ranks that disagree on a collective fail naming both sides
   }
   CHECK(invalidUsage >= 1);
 }
+
+#ifdef GYRE_HAVE_IBVERBS
+// Two connections in one process, wired to each other by hand, the second told a wrong memory
+// key for the first: data flows one way, and the other way the adapter refuses the write. The
+// failed work completion (not the socket, which stays open) fails the connection, naming the
+// peer and the adapter's reason.
+TEST_CASE("over rdma: a failed work completion fails the connection, naming the peer") {
+  std::string why;
+  auto device = openRdmaDevice("", -1, why);
+  if (!device) {
+    MESSAGE("skipped: no rdma device: " << why);
+    return;
+  }
+  LinkConfig config;
+  config.nranks = 2;
+  config.nSlots = 4;
+  config.slotBytes = 256;
+  auto a = std::make_unique<RdmaEndpoint>(device, config.nSlots, config.slotBytes);
+  auto b = std::make_unique<RdmaEndpoint>(device, config.nSlots, config.slotBytes);
+  const RdmaAddress addressA = a->address(), addressB = b->address();
+  a->connect(addressB);
+  b->connect(addressA);
+  RdmaAddress wrongA = addressA;
+  wrongA.rkey ^= 0x5a5a00;
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  RdmaConnection rank0(std::move(a), addressB, fds[0], 0, 1, 0, config);
+  RdmaConnection rank1(std::move(b), wrongA, fds[1], 1, 0, 0, config);
+
+  auto publish = [](Connection& c, uint8_t fill) {
+    Link& link = c.sendLink();
+    const uint32_t index = link.counters->tail.value.load();
+    link.meta(index).bytes = 64;
+    link.meta(index).seq = index + 1;
+    std::memset(link.slot(index), fill, 64);
+    link.counters->tail.value.store(index + 1);
+    c.sendPublished();
+  };
+  publish(rank0, 0x5a);
+  Link& in = rank1.recvLink();
+  const auto deadline = Clock::now() + 10s;
+  while (in.counters->tail.value.load() == 0 && Clock::now() < deadline) {
+    rank1.awaitRecv(Clock::now() + 20ms);
+  }
+  REQUIRE(in.counters->tail.value.load() == 1);
+  CHECK(in.meta(0).bytes == 64);
+  CHECK(in.meta(0).seq == 1);
+  CHECK(std::to_integer<int>(in.slot(0)[0]) == 0x5a);
+  CHECK(std::to_integer<int>(in.slot(0)[63]) == 0x5a);
+  CHECK(rank1.failure().ok());
+
+  publish(rank1, 0x33);
+  const auto start = Clock::now();
+  Status status;
+  while ((status = rank1.failure()).ok() && Clock::now() - start < 20s) {
+    rank1.awaitSend(Clock::now() + 20ms);
+  }
+  CAPTURE(status.message);
+  CHECK(status.code == Code::remote_error);
+  CHECK(contains(status.message, "rank 1: rdma connection to rank 0 on " + device->name));
+  CHECK(contains(status.message, "the RDMA write of a slot failed: remote access error"));
+  CHECK(Clock::now() - start < 10s);
+}
+#endif

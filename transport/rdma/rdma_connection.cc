@@ -16,17 +16,20 @@ constexpr auto kLivenessInterval = std::chrono::milliseconds(5);
 // within a second); this only bounds a device that stops completing anything.
 constexpr auto kSendQueueLimit = std::chrono::seconds(60);
 
-const char* opcodeName(ibv_wc_opcode opcode) {
-  switch (opcode) {
-    case IBV_WC_RDMA_WRITE:
-      return "an RDMA write";
-    case IBV_WC_SEND:
+// A send request's wr_id: what it was (for error messages; a failed completion's opcode is
+// undefined) and how many requests its completion accounts for.
+enum RequestKind : uint64_t { kReceive = 0, kSlotWrite = 1, kCredit = 2 };
+uint64_t requestId(RequestKind kind, uint32_t requests) {
+  return uint64_t(kind) << 32 | requests;
+}
+const char* requestName(uint64_t wrId) {
+  switch (wrId >> 32) {
+    case kSlotWrite:
+      return "the RDMA write of a slot";
+    case kCredit:
       return "a credit";
-    case IBV_WC_RECV:
-    case IBV_WC_RECV_RDMA_WITH_IMM:
-      return "a receive";
     default:
-      return "a work request";
+      return "a receive request";
   }
 }
 }  // namespace
@@ -85,7 +88,7 @@ void RdmaConnection::postSlot(uint32_t index) {
   w.wr.rdma.remote_addr =
       peerAddress_.ring + uint64_t(slot) * peerAddress_.stride + RdmaEndpoint::kHeaderOffset;
   w.wr.rdma.rkey = peerAddress_.rkey;
-  w.wr_id = 1;
+  w.wr_id = requestId(kSlotWrite, 1);
   post(w, 1);
 }
 
@@ -110,7 +113,7 @@ void RdmaConnection::recvReleased() {
   credit.num_sge = 0;
   credit.imm_data = htonl(credits);
   credit.send_flags = IBV_SEND_SIGNALED;
-  credit.wr_id = 1;
+  credit.wr_id = requestId(kCredit, 1);
   post(credit, 1);
 }
 
@@ -154,7 +157,7 @@ int RdmaConnection::poll() {
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
         // The first failure is the cause; the requests flushed after it only echo it.
-        failLocal(std::string(opcodeName(wc[i].opcode)) +
+        failLocal(std::string(requestName(wc[i].wr_id)) +
                   " failed: " + ibv_wc_status_str(wc[i].status) + " (vendor error " +
                   std::to_string(wc[i].vendor_err) + ")");
         continue;
@@ -171,7 +174,7 @@ int RdmaConnection::poll() {
                          std::memory_order_release);
         repostReceive();
       } else {
-        outstanding_ -= uint32_t(wc[i].wr_id);
+        outstanding_ -= uint32_t(wc[i].wr_id & 0xffffffff);
       }
     }
     total += n;
