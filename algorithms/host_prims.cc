@@ -15,7 +15,22 @@ HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void
       connectionTo_(std::move(connectionTo)),
       input_(static_cast<const std::byte*>(input)),
       output_(static_cast<std::byte*>(output)),
-      elemSize_(dataTypeSize(ctx.desc.dtype)) {}
+      elemSize_(dataTypeSize(ctx.desc.dtype)),
+      inputReadOnly_(ctx.inputReadOnly) {}
+
+HostPrims::~HostPrims() {
+  for (int i = 0; i < nReadingInput_; ++i) (void)readingInput_[i]->releaseUserMemory(ctx_.deadline);
+}
+
+void HostPrims::finish() {
+  for (; nReadingInput_ > 0; --nReadingInput_) {
+    Connection& conn = *readingInput_[nReadingInput_ - 1];
+    if (Status s = conn.releaseUserMemory(ctx_.deadline); !s.ok()) {
+      throw Failure(s.code, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                                " failed: " + s.message);
+    }
+  }
+}
 
 void HostPrims::setPeers(const int* recvPeers, int nRecv, const int* sendPeers, int nSend) {
   if (nRecv < 0 || nRecv > kMaxPeers || nSend < 0 || nSend > kMaxPeers) {
@@ -64,7 +79,10 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // kernels write a second one in the same pass, and further ones are copied from the first.
     std::byte* dst = out ? out : slots[0];
     std::byte* dst2 = out ? (nSend ? slots[0] : nullptr) : (nSend > 1 ? slots[1] : nullptr);
-    if (nRecv && in) {
+    if (what == (kInput | kSend) && nSend == 1 && inputReadOnly_ &&
+        sendTo_[0]->sendFrom(in, bytes)) {
+      noteReadingInput(*sendTo_[0]);  // the slot's payload leaves straight from the input
+    } else if (nRecv && in) {
       const std::byte* acc = in;
       for (int i = 0; i < nRecv; ++i) {
         const bool last = i == nRecv - 1;
@@ -80,6 +98,13 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // After the sends, which may carry the credits along (rdma).
     for (int i = 0; i < nRecv; ++i) recvFrom_[i]->recvReleased();
   }
+}
+
+void HostPrims::noteReadingInput(Connection& conn) {
+  for (int i = 0; i < nReadingInput_; ++i)
+    if (readingInput_[i] == &conn) return;
+  if (nReadingInput_ == kMaxPeers) finish();  // make room: wait for the oldest ones
+  readingInput_[nReadingInput_++] = &conn;
 }
 
 void HostPrims::sendMarker() {

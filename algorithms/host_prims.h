@@ -22,6 +22,8 @@ struct OpContext {
   const std::atomic<bool>* channelFailed = nullptr;   // set when another channel failed
   Clock::duration spin = std::chrono::microseconds(0);
   bool yieldWhileSpinning = false;  // more ranks than cores: let the one we wait for run
+  // Nothing writes the input buffer until the operation returns: sends may read it in place.
+  bool inputReadOnly = false;
 };
 
 class HostPrims {
@@ -30,10 +32,20 @@ class HostPrims {
   using ConnectionTo = std::function<Connection&(int peer)>;
 
   HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void* input, void* output);
+  // Waits (bounded by the deadline) for transfers that still read the input.
+  ~HostPrims();
+  HostPrims(const HostPrims&) = delete;
+  HostPrims& operator=(const HostPrims&) = delete;
+  // After the algorithm: returns once no transfer reads the caller's memory; throws if one
+  // failed.
+  void finish();
 
   void setPeers(const int* recvPeers, int nRecv, const int* sendPeers, int nSend);
   // From now on input offsets address the output buffer (algorithms that accumulate there).
-  void useOutputAsInput() { input_ = output_; }
+  void useOutputAsInput() {
+    input_ = output_;
+    inputReadOnly_ = false;
+  }
 
   void send(size_t inOff, size_t n) { run(kInput | kSend, inOff, 0, n, false); }
   void recv(size_t outOff, size_t n) { run(kRecv | kOutput, 0, outOff, n, false); }
@@ -61,6 +73,7 @@ class HostPrims {
   const std::byte* waitRecv(Connection& from, uint32_t bytes, std::byte* direct = nullptr);
   std::byte* waitSend(Connection& to);
   void releaseRecv(Connection& from);
+  void noteReadingInput(Connection& conn);
   void publishSend(Connection& to, uint32_t bytes);
   // Waits until ready(), calling await(until) to move bytes or sleep; throws on failure,
   // abort or the deadline.
@@ -78,6 +91,9 @@ class HostPrims {
   int nSend_ = 0;
   Connection* recvFrom_[kMaxPeers] = {};
   Connection* sendTo_[kMaxPeers] = {};
+  bool inputReadOnly_;
+  Connection* readingInput_[kMaxPeers] = {};  // connections that sent straight from the input
+  int nReadingInput_ = 0;
 };
 
 }  // namespace gyre

@@ -228,6 +228,17 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
   return guarded([&] { commOf(comm).abort(); });
 }
 
+gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded([&] {
+    if (!handle) gyre::fail(gyre::Code::invalid_argument, "gyreCommRegister: handle is null");
+    *handle = commOf(comm).registerBuffer(buff, size);
+  });
+}
+
+gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
+  return guarded([&] { commOf(comm).deregisterBuffer(handle); });
+}
+
 gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
   return guarded([&] {
     if (!asyncError) gyre::fail(gyre::Code::invalid_argument, "asyncError is null");

@@ -276,6 +276,9 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
   ctx.abort = &abortFlag;
   ctx.spin = spin;
   ctx.yieldWhileSpinning = yieldWhileSpinning;
+  // A send only reads its buffer, so its slots may leave straight from it (registered memory
+  // over rdma); collectives write where they read (in place, or the output they forward).
+  ctx.inputReadOnly = p2p;
   if (!p2p) board->started(ctx.desc);
   try {
     body(ctx);
@@ -420,6 +423,50 @@ int Communicator::size() const {
 std::string Communicator::dataAddress() const {
   const auto& self = impl_->peers[impl_->config.rank];
   return joinHostPort(self.tcpHost, self.tcpPort);
+}
+
+void* Communicator::registerBuffer(const void* p, size_t bytes) {
+  auto& d = *impl_;
+  if (!p || bytes == 0) {
+    fail(Code::invalid_argument, d.who() + ": gyreCommRegister: null buffer or size 0");
+  }
+  std::lock_guard lock(d.registrationsMutex);
+  if (d.registrations.size() >= 1024) {
+    fail(Code::invalid_usage, d.who() + ": gyreCommRegister: 1024 buffers are registered " +
+                                  "already; deregister some first");
+  }
+  auto reg = std::make_unique<Impl::Registration>();
+  reg->p = p;
+  reg->bytes = bytes;
+#ifdef GYRE_HAVE_IBVERBS
+  if (d.rdma && d.peers[d.config.rank].rdma) {
+    reg->rdmaId = static_cast<RdmaTransport&>(*d.rdma).registerUser(p, bytes);
+  }
+#endif
+  const Impl::Registration* handle = reg.get();
+  d.registrations.emplace(handle, std::move(reg));
+  return const_cast<Impl::Registration*>(handle);
+}
+
+void Communicator::deregisterBuffer(void* handle) {
+  auto& d = *impl_;
+  std::lock_guard lock(d.registrationsMutex);
+  auto it = d.registrations.find(static_cast<const Impl::Registration*>(handle));
+  if (it == d.registrations.end()) {
+    fail(Code::invalid_argument,
+         d.who() + ": gyreCommDeregister: not a handle gyreCommRegister gave this communicator");
+  }
+#ifdef GYRE_HAVE_IBVERBS
+  if (it->second->rdmaId) static_cast<RdmaTransport&>(*d.rdma).deregisterUser(it->second->rdmaId);
+#endif
+  d.registrations.erase(it);
+}
+
+uint64_t Communicator::directSends() const {
+  std::lock_guard lock(impl_->opMutex);
+  uint64_t total = 0;
+  for (const auto& [key, conn] : impl_->connections) total += conn->directSends();
+  return total;
 }
 
 void Communicator::abort() {

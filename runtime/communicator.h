@@ -90,6 +90,13 @@ class Communicator {
 
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.
   void abort();
+
+  // gyreCommRegister / gyreCommDeregister: pins [p, p + bytes) for the rdma direct path and
+  // returns a handle (a no-op registration where there is no rdma).
+  void* registerBuffer(const void* p, size_t bytes);
+  void deregisterBuffer(void* handle);
+  // Slots sent straight from registered user memory so far (diagnostics and tests).
+  uint64_t directSends() const;
   // Ok, or the failure that poisoned the communicator.
   Status asyncError() const;
 

@@ -38,6 +38,13 @@ struct Communicator::Impl {
   std::unique_ptr<ShmTransport> shm;  // null when GYRE_TRANSPORT=tcp or rdma
   std::unique_ptr<Transport> rdma;    // null unless built with libibverbs and auto or rdma
   std::string rdmaUnusable;           // why this rank has no rdma, once published
+  struct Registration {
+    const void* p = nullptr;
+    size_t bytes = 0;
+    uint64_t rdmaId = 0;  // 0: not registered with a device
+  };
+  std::mutex registrationsMutex;
+  std::map<const Registration*, std::unique_ptr<Registration>> registrations;
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::unique_ptr<Tuner> tuner;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
@@ -108,6 +115,7 @@ struct Communicator::Impl {
         ctx, [this, channel](int peer) -> Connection& { return connection(peer, channel); }, input,
         output);
     algo(prims);
+    prims.finish();
   }
   // Ring collectives on `channels` independent rings: body(ctx, channel, lo, hi) runs on one
   // thread per channel (channel 0 on the caller) over elements [lo, hi) of [0, count), each

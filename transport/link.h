@@ -123,6 +123,17 @@ class Connection {
   // Which transport carries it ("tcp", "shm", ...), for logs.
   virtual const char* transportName() const = 0;
 
+  // Direct send, for transports whose adapter reads memory itself (rdma): the producer about
+  // to publish its next send slot offers `src` (user memory that stays unchanged until
+  // releaseUserMemory()) as that slot's payload instead of copying it in. False: not possible
+  // here (no registration covers it), copy as usual.
+  virtual bool sendFrom(const std::byte* /*src*/, uint32_t /*bytes*/) { return false; }
+  // Blocks until no transfer reads memory handed to sendFrom() any more, the connection
+  // failed, or the deadline passed; the operation returns only after this.
+  virtual Status releaseUserMemory(Clock::time_point /*deadline*/) { return {}; }
+  // Slots whose payload went straight from user memory (diagnostics and tests).
+  virtual uint64_t directSends() const { return 0; }
+
   // Direct receive, for transports that copy received bytes anyway (tcp): the consumer about
   // to wait for recv slot `index` offers `dst`, where the payload goes straight from the
   // socket if the frame is for `desc` and exactly `bytes` long; a frame that does not match

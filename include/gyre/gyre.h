@@ -107,6 +107,15 @@ GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
 /* From any thread: a collective waiting on this communicator fails with gyreAborted, and so
  * does every later call. Still call gyreCommDestroy afterwards. */
 GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
+
+/* Registers [buff, buff + size) with the communicator's rdma device (NCCL's
+ * ncclCommRegister): gyreSend then moves slots straight out of it instead of copying them.
+ * Where the communicator has no rdma it is accepted and changes nothing. The memory stays
+ * pinned until gyreCommDeregister, which must come before the buffer is freed or reused;
+ * a registration never follows a buffer that moved. At most 1024 per communicator. */
+GYRE_API gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size,
+                                       void** handle);
+GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);
 /* gyreSuccess, or the error that poisoned the communicator. */
 GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
 GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);

@@ -152,6 +152,13 @@ class Comm {
   }
   gyreComm_t get() const { return comm_; }
   void abort() { check(gyreCommAbort(comm_)); }
+  // gyreCommRegister / gyreCommDeregister: sends from a registered buffer skip a copy over rdma.
+  void* registerBuffer(void* buff, size_t bytes) {
+    void* handle = nullptr;
+    check(gyreCommRegister(comm_, buff, bytes, &handle));
+    return handle;
+  }
+  void deregisterBuffer(void* handle) { check(gyreCommDeregister(comm_, handle)); }
 
   // Typed forms; the raw forms take a gyreDataType_t (f16 and bf16 have no C++ type here).
   template <class T>

@@ -53,6 +53,7 @@ RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
     link.metaStride = endpoint_->stride();
     return link;
   };
+  direct_.resize(config.nSlots);
   send_ = linkOf(sendCounters_, endpoint_->sendRing());
   recv_ = linkOf(recvCounters_, endpoint_->recvRing());
 }
@@ -72,24 +73,61 @@ void RdmaConnection::sendPublished() {
   while (posted_ != tail && !failed_.load(std::memory_order_relaxed)) postSlot(posted_++);
 }
 
-// One write carries header and payload (contiguous in both rings); its immediate wakes the
-// peer and returns credits.
+bool RdmaConnection::sendFrom(const std::byte* src, uint32_t bytes) {
+  uint32_t lkey = 0;
+  if (bytes == 0 || !endpoint_->device().userKey(src, bytes, lkey)) return false;
+  const uint32_t index = send_.counters->tail.value.load(std::memory_order_relaxed);
+  direct_[index % send_.nSlots] = {src, lkey, true};
+  return true;
+}
+
+// One write carries header and payload (contiguous in both rings, or the payload gathered
+// from registered user memory); its immediate wakes the peer and returns credits.
 void RdmaConnection::postSlot(uint32_t index) {
   const uint32_t slot = index % send_.nSlots;
-  const uint32_t bytes = uint32_t(sizeof(SlotMeta)) + send_.meta(index).bytes;
-  ibv_sge sge{reinterpret_cast<uintptr_t>(&send_.meta(index)), bytes, endpoint_->lkey()};
+  const uint32_t payload = send_.meta(index).bytes;
+  DirectSource& direct = direct_[slot];
+  ibv_sge sges[2] = {};
+  sges[0] = {reinterpret_cast<uintptr_t>(&send_.meta(index)), uint32_t(sizeof(SlotMeta)),
+             endpoint_->lkey()};
+  int nSge = 1;
+  if (direct.pending) {
+    sges[1] = {reinterpret_cast<uintptr_t>(direct.src), payload, direct.lkey};
+    nSge = 2;
+  } else {
+    sges[0].length += payload;  // the slot's payload follows its header
+  }
   ibv_send_wr w{};
   w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  w.sg_list = &sge;
-  w.num_sge = 1;
-  w.imm_data = htonl(takeCredits());
+  w.sg_list = sges;
+  w.num_sge = nSge;
+  w.imm_data = htonl(takeCredits());  // the slots of theirs we freed ride along
   w.send_flags = IBV_SEND_SIGNALED;
-  if (bytes <= endpoint_->maxInline()) w.send_flags |= IBV_SEND_INLINE;
+  if (!direct.pending && sges[0].length <= endpoint_->maxInline()) w.send_flags |= IBV_SEND_INLINE;
   w.wr.rdma.remote_addr =
       peerAddress_.ring + uint64_t(slot) * peerAddress_.stride + RdmaEndpoint::kHeaderOffset;
   w.wr.rdma.rkey = peerAddress_.rkey;
   w.wr_id = requestId(kSlotWrite, 1);
   post(w, 1);
+  if (direct.pending) {
+    direct.pending = false;
+    lastUserWr_ = postedWrs_;
+    ++directSends_;
+  }
+}
+
+Status RdmaConnection::releaseUserMemory(Clock::time_point deadline) {
+  while (completedWrs_ < lastUserWr_) {
+    if (failed_.load(std::memory_order_acquire)) return failure();
+    if (poll() > 0) continue;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return {Code::timeout, who() + ": writes from user memory to rank " + std::to_string(peer()) +
+                                 " over rdma did not complete in time"};
+    }
+    block(std::min(deadline, now + std::chrono::milliseconds(20)));
+  }
+  return {};
 }
 
 uint32_t RdmaConnection::takeCredits() {
@@ -125,6 +163,7 @@ void RdmaConnection::post(ibv_send_wr& first, uint32_t wrs) {
     return failLocal("cannot post to the queue pair: " + errnoText(rc));
   }
   outstanding_ += wrs;
+  postedWrs_ += wrs;
 }
 
 void RdmaConnection::ensureSendRoom(uint32_t wrs) {
@@ -135,6 +174,12 @@ void RdmaConnection::ensureSendRoom(uint32_t wrs) {
     if (now >= limit) return failLocal("the adapter completed nothing for 60 s");
     block(std::min(limit, now + std::chrono::milliseconds(20)));
   }
+}
+
+// Send requests complete in the order they were posted.
+void RdmaConnection::retire(uint32_t wrs) {
+  outstanding_ -= wrs;
+  completedWrs_ += wrs;
 }
 
 void RdmaConnection::repostReceive() {
@@ -160,6 +205,7 @@ int RdmaConnection::poll() {
         failLocal(std::string(requestName(wc[i].wr_id)) +
                   " failed: " + ibv_wc_status_str(wc[i].status) + " (vendor error " +
                   std::to_string(wc[i].vendor_err) + ")");
+        if ((wc[i].wr_id >> 32) != kReceive) retire(uint32_t(wc[i].wr_id & 0xffffffff));
         continue;
       }
       if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM || wc[i].opcode == IBV_WC_RECV) {
@@ -174,7 +220,7 @@ int RdmaConnection::poll() {
                          std::memory_order_release);
         repostReceive();
       } else {
-        outstanding_ -= uint32_t(wc[i].wr_id & 0xffffffff);
+        retire(uint32_t(wc[i].wr_id & 0xffffffff));
       }
     }
     total += n;

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "transport/link.h"
 #include "transport/rdma/verbs.h"
@@ -44,6 +45,9 @@ class RdmaConnection : public Connection {
   Status flush(Clock::time_point deadline) override;
   void close() override;
   const char* transportName() const override { return "rdma"; }
+  bool sendFrom(const std::byte* src, uint32_t bytes) override;
+  Status releaseUserMemory(Clock::time_point deadline) override;
+  uint64_t directSends() const override { return directSends_; }
 
  private:
   // Handles what the completion queue holds; returns how many completions it saw.
@@ -54,7 +58,8 @@ class RdmaConnection : public Connection {
   void post(ibv_send_wr& first, uint32_t wrs);
   void ensureSendRoom(uint32_t wrs);
   void repostReceive();
-  uint32_t takeCredits();  // slots of the peer's freed since the last credit sent
+  void retire(uint32_t wrs);  // send requests completed (successfully or not)
+  uint32_t takeCredits();     // slots of the peer's freed since the last credit sent
   std::string who() const;
   void fail(Status status) const;
   void failLocal(const std::string& what);
@@ -68,6 +73,15 @@ class RdmaConnection : public Connection {
   uint32_t posted_ = 0;       // send slots handed to the adapter
   uint32_t credited_ = 0;     // recv head the peer was last told of
   uint32_t outstanding_ = 0;  // send work requests not yet completed
+  uint64_t postedWrs_ = 0, completedWrs_ = 0;
+  uint64_t lastUserWr_ = 0;  // postedWrs_ after the last write that reads user memory
+  uint64_t directSends_ = 0;
+  struct DirectSource {
+    const std::byte* src = nullptr;
+    uint32_t lkey = 0;
+    bool pending = false;
+  };
+  std::vector<DirectSource> direct_;  // per send slot: its payload's user memory, if any
   uint32_t unackedEvents_ = 0;
 
   std::atomic<bool> closed_{false};

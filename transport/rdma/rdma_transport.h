@@ -40,6 +40,10 @@ class RdmaTransport : public Transport {
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
   const std::string& unusableReason() const { return unusableReason_; }
+  // User memory for the direct path (RdmaDevice::registerUser); only once published with a
+  // device.
+  uint64_t registerUser(const void* p, size_t bytes) { return device_->registerUser(p, bytes); }
+  void deregisterUser(uint64_t id) { device_->deregisterUser(id); }
 
  private:
   struct Prepared {

@@ -60,8 +60,43 @@ int pickGid(ibv_context* context, uint8_t port, int tableLength, int wanted, std
 }  // namespace
 
 RdmaDevice::~RdmaDevice() {
+  for (auto& [id, region] : user_) ibv_dereg_mr(region.mr);
   if (pd) ibv_dealloc_pd(pd);
   if (context) ibv_close_device(context);
+}
+
+uint64_t RdmaDevice::registerUser(const void* p, size_t bytes) {
+  ibv_mr* mr = ibv_reg_mr(pd, const_cast<void*>(p), bytes, IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) {
+    fail(Code::system_error, "rdma on " + name + ": cannot register " + std::to_string(bytes) +
+                                 " bytes of user memory: " + errnoText(errno) +
+                                 " (locked memory is limited by ulimit -l)");
+  }
+  std::lock_guard lock(userMutex_);
+  const uint64_t id = nextUserId_++;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  user_[id] = {begin, begin + bytes, mr};
+  return id;
+}
+
+void RdmaDevice::deregisterUser(uint64_t id) {
+  std::lock_guard lock(userMutex_);
+  auto it = user_.find(id);
+  if (it == user_.end()) return;
+  ibv_dereg_mr(it->second.mr);
+  user_.erase(it);
+}
+
+bool RdmaDevice::userKey(const void* p, size_t bytes, uint32_t& lkey) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard lock(userMutex_);
+  for (const auto& [id, region] : user_) {
+    if (begin >= region.begin && begin + bytes <= region.end) {
+      lkey = region.mr->lkey;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string RdmaDevice::describe() const {
@@ -187,7 +222,7 @@ RdmaEndpoint::RdmaEndpoint(std::shared_ptr<RdmaDevice> device, uint32_t nSlots, 
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = maxSendWr_;
   init.cap.max_recv_wr = maxRecvWr_;
-  init.cap.max_send_sge = 1;
+  init.cap.max_send_sge = 2;  // a slot's header, and its payload from user memory
   init.cap.max_recv_sge = 1;
   // Small slots go inline (no DMA read of our memory); devices differ in how much they take.
   for (uint32_t inlineBytes : {256u, 64u, 0u}) {

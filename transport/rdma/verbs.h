@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace gyre {
@@ -30,6 +32,22 @@ struct RdmaDevice {
 
   // "rxe0, port 1, RoCE v2 GID 1 (::ffff:10.0.2.15), MTU 1024" for logs.
   std::string describe() const;
+
+  // User buffers registered for the direct path (gyreCommRegister): registerUser() pins
+  // [p, p + bytes) and returns its id (throws Failure when the adapter refuses);
+  // userKey() finds the lkey of a registration that covers [p, p + bytes).
+  uint64_t registerUser(const void* p, size_t bytes);
+  void deregisterUser(uint64_t id);
+  bool userKey(const void* p, size_t bytes, uint32_t& lkey) const;
+
+ private:
+  struct UserRegion {
+    uintptr_t begin = 0, end = 0;
+    ibv_mr* mr = nullptr;
+  };
+  mutable std::mutex userMutex_;
+  std::map<uint64_t, UserRegion> user_;
+  uint64_t nextUserId_ = 1;
 };
 
 // Opens the device to use: `hca` ("" = the first device with an ACTIVE port; "name" or
