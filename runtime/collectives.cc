@@ -9,11 +9,6 @@ namespace gyre {
 
 namespace {
 
-bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
-  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
-}
-
 const char* at(const void* base, size_t elems, DataType type) {
   return static_cast<const char*>(base) + elems * dataTypeSize(type);
 }

@@ -25,6 +25,12 @@ class StoreServer;
 class ShmTransport;
 class TcpTransport;
 
+// Whether two byte ranges share a byte.
+inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
 struct Communicator::Impl {
   CommConfig config;
   std::string storeNamespace;                 // this communicator's prefix in the store

@@ -139,6 +139,18 @@ void Communicator::Impl::sendRecvBatch(const std::vector<GroupOp>& ops) {
         }
         std::sort(peers.begin(), peers.end());
         for (int peer : peers) connection(peer, 0);  // ascending: see execute()
+        // A send may leave straight from its buffer (registered memory over rdma) unless a
+        // receive of the same group writes into it.
+        for (size_t k = 0; k < ops.size(); ++k) {
+          if (!ops[k].isSend) continue;
+          const size_t bytes = ops[k].count * dataTypeSize(ops[k].type);
+          for (const GroupOp& other : ops) {
+            if (!other.isSend &&
+                overlaps(ops[k].send, bytes, other.recv, other.count * dataTypeSize(other.type))) {
+              contexts[k].inputReadOnly = false;
+            }
+          }
+        }
         std::vector<std::unique_ptr<HostPrims>> prims;
         for (size_t k = 0; k < ops.size(); ++k) {
           const GroupOp& op = ops[k];
@@ -182,6 +194,7 @@ void Communicator::Impl::sendRecvBatch(const std::vector<GroupOp>& ops) {
           for (auto& q : sends) more = step(q) || more;
           for (auto& q : recvs) more = step(q) || more;
         }
+        for (auto& p : prims) p->finish();
       },
       /*p2p=*/true);
 }

@@ -111,8 +111,9 @@ GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
 /* Registers [buff, buff + size) with the communicator's rdma device (NCCL's
  * ncclCommRegister): gyreSend then moves slots straight out of it instead of copying them.
  * Where the communicator has no rdma it is accepted and changes nothing. The memory stays
- * pinned until gyreCommDeregister, which must come before the buffer is freed or reused;
- * a registration never follows a buffer that moved. At most 1024 per communicator. */
+ * pinned until gyreCommDeregister, which must come before the buffer is freed or reused, and
+ * not while an operation uses it. The same address registered again shares the region, or
+ * replaces it when the size differs. At most 1024 per communicator (docs/rdma.md). */
 GYRE_API gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size,
                                        void** handle);
 GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);

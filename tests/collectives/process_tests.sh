@@ -33,8 +33,11 @@ bench)
     GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll -b 8 -e 1M -f 32 -n 3 -w 1 -d bfloat16 >>"$out" 2>&1 ||
       fail "gyre-bench $coll exited $?"
   done
+  # Sends and receives around the ring, from registered buffers (direct sends over rdma).
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" sendrecv -b 8 -e 1M -f 32 -n 3 -w 1 --register >>"$out" 2>&1 ||
+    fail "gyre-bench sendrecv exited $?"
   rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
-  [ "$rows" -ge 16 ] || fail "expected 16 result rows, got $rows"
+  [ "$rows" -ge 20 ] || fail "expected 20 result rows, got $rows"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
   [ "$bad" -eq 0 ] || fail "$bad rows with #wrong != 0"
   ;;

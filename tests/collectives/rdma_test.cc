@@ -191,13 +191,58 @@ TEST_CASE("registered buffers: sends go straight from them over rdma, results ex
       }
     });
   };
-  roundTrip(1.0f);
-  const uint64_t direct = job.comm(0).directSends();
-  CHECK(direct == (haveRdma ? 157u : 0u));
+  const unsigned slots = haveRdma ? 157 : 0;
+  auto directDelta = [&](float seed) {
+    const uint64_t before = job.comm(0).directSends();
+    roundTrip(seed);
+    return job.comm(0).directSends() - before;
+  };
+  CHECK(directDelta(1.0f) == slots);
   CHECK(job.comm(1).directSends() == 0);  // it only received
-  job.run([&](Communicator& c, int r) { c.deregisterBuffer(handles[r]); });
-  roundTrip(2.0f);
-  CHECK(job.comm(0).directSends() == direct);  // copied this time
+
+  // A group exchange: both sends leave straight from their buffers. Then an exchange in
+  // place (each receive writes the buffer its send reads): those sends copy, and the swap is
+  // exact.
+  std::vector<std::vector<float>> into(2, std::vector<float>(count));
+  auto exchange = [&](bool inPlace) {
+    job.run([&](Communicator& c, int r) {
+      for (size_t i = 0; i < count; ++i) bufs[r][i] = float(r * 100000) + float(i);
+      std::fill(into[r].begin(), into[r].end(), -1.0f);
+      float* target = inPlace ? bufs[r].data() : into[r].data();
+      GroupOp send{Collective::send_recv, bufs[r].data(), nullptr, count, DataType::f32};
+      send.peer = 1 - r;
+      send.isSend = true;
+      GroupOp recv{Collective::send_recv, nullptr, target, count, DataType::f32};
+      recv.peer = 1 - r;
+      c.runGroup({send, recv});
+      for (size_t i = 0; i < count; ++i) REQUIRE(target[i] == float((1 - r) * 100000) + float(i));
+    });
+  };
+  const uint64_t before0 = job.comm(0).directSends(), before1 = job.comm(1).directSends();
+  exchange(false);
+  CHECK(job.comm(0).directSends() - before0 == slots);
+  CHECK(job.comm(1).directSends() - before1 == slots);
+  exchange(true);
+  CHECK(job.comm(0).directSends() - before0 == slots);
+  CHECK(job.comm(1).directSends() - before1 == slots);
+
+  // The same buffer registered twice shares one region: it stays until both handles go.
+  void* again = job.comm(0).registerBuffer(bufs[0].data(), count * 4);
+  job.comm(0).deregisterBuffer(handles[0]);
+  CHECK(directDelta(2.0f) == slots);
+  // Registered again at half the size (a buffer reused at another size): the region now
+  // covers only the first half, so slots beyond it are copied; the results stay exact.
+  void* half = job.comm(0).registerBuffer(bufs[0].data(), count * 2);
+  const uint64_t halfDirect = directDelta(3.0f);
+  if (haveRdma) {
+    CHECK(halfDirect > 0);
+    CHECK(halfDirect < slots / 2 + 1);
+  }
+  job.comm(0).deregisterBuffer(again);
+  CHECK(directDelta(4.0f) == halfDirect);  // `half` still holds the region
+  job.comm(0).deregisterBuffer(half);
+  job.comm(1).deregisterBuffer(handles[1]);
+  CHECK(directDelta(5.0f) == 0);  // nothing registered: copied
 
   Status status;
   try {

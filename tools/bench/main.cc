@@ -38,10 +38,12 @@ enum class Coll {
   reduce,
   gather,
   scatter,
-  all_to_all
+  all_to_all,
+  sendrecv  // nccl-tests' sendrecv: each rank sends to the next and receives from the previous
 };
-const char* const kCollNames[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                  "reduce",     "gather",     "scatter",        "all_to_all"};
+const char* const kCollNames[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                  "broadcast",  "reduce",     "gather",
+                                  "scatter",    "all_to_all", "sendrecv"};
 
 struct Options {
   Coll coll = Coll::all_reduce;
@@ -51,8 +53,9 @@ struct Options {
   DataType type = DataType::f32;
   RedOp op = RedOp::sum;
   bool inPlace = false;
-  int batch = 1;       // all_reduce calls per iteration, on consecutive output slices
-  bool group = false;  // inside gyreGroupStart/End
+  int batch = 1;            // all_reduce calls per iteration, on consecutive output slices
+  bool group = false;       // inside gyreGroupStart/End
+  bool registered = false;  // buffers registered with gyreCommRegister
 };
 
 [[noreturn]] void die(const char* what, gyreResult_t r) {
@@ -100,6 +103,7 @@ double busFactor(Coll c, int n) {
       return double(n - 1) / n;
     case Coll::broadcast:
     case Coll::reduce:
+    case Coll::sendrecv:
       return 1.0;
     case Coll::gather:
     case Coll::scatter:
@@ -194,6 +198,12 @@ struct Run {
       case Coll::broadcast:
         CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, nullptr));
         break;
+      case Coll::sendrecv:
+        CHECK(gyreGroupStart());
+        CHECK(gyreSend(s, sendCount(bytes), t, (rank + 1) % n, comm, nullptr));
+        CHECK(gyreRecv(r, recvCount(bytes), t, (rank + n - 1) % n, comm, nullptr));
+        CHECK(gyreGroupEnd());
+        break;
     }
   }
 
@@ -255,6 +265,10 @@ struct Run {
         for (size_t i = 0; i < rc; ++i)
           storeValue(o.type, expected.data(), i,
                      patternValue(RedOp::max, int(i / per), n, size_t(rank) * per + i % per));
+        break;
+      case Coll::sendrecv:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return patternValue(RedOp::max, (rank + n - 1) % n, n, i); });
         break;
     }
   }
@@ -452,7 +466,7 @@ int main(int argc, char** argv) {
   std::string minText = "8", maxText = "256M";
   app.add_option("collective", o.coll,
                  "all_reduce | all_gather | reduce_scatter | broadcast | reduce | gather | "
-                 "scatter | all_to_all")
+                 "scatter | all_to_all | sendrecv")
       ->transform(CLI::CheckedTransformer(colls));
   app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")
       ->capture_default_str();
@@ -469,6 +483,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
       ->capture_default_str();
   app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
+  app.add_flag("--register", o.registered,
+               "register the buffers (gyreCommRegister): sends leave straight from them over rdma");
   std::string algorithms;
   int rounds = 5;
   app.add_option(
@@ -505,6 +521,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: root %d outside [0, %d)\n", o.root, run.n);
     return 2;
   }
+  if (o.coll == Coll::sendrecv && run.n < 2) {
+    std::fprintf(stderr, "gyre-bench: sendrecv needs at least 2 ranks\n");
+    return 2;
+  }
   if (o.batch < 1 || (o.batch > 1 && o.coll != Coll::all_reduce)) {
     std::fprintf(stderr, "gyre-bench: --batch needs all_reduce and a value >= 1\n");
     return 2;
@@ -532,6 +552,11 @@ int main(int argc, char** argv) {
   run.send.resize(std::max<size_t>(1, run.sendCount(o.maxBytes)) * run.es);
   run.recv.resize(std::max(maxElems, run.sendCount(o.maxBytes)) * run.es * size_t(o.batch));
   run.expected.resize(run.recvCount(o.maxBytes) * run.es);
+  void* handles[2] = {nullptr, nullptr};
+  if (o.registered) {
+    CHECK(gyreCommRegister(comm, run.send.data(), run.send.size(), &handles[0]));
+    CHECK(gyreCommRegister(comm, run.recv.data(), run.recv.size(), &handles[1]));
+  }
 
   if (run.rank == 0) {
     const char* algo = std::getenv("GYRE_ALGO");
@@ -541,6 +566,7 @@ int main(int argc, char** argv) {
         kCollNames[int(o.coll)], run.n, o.inPlace ? "in place" : "out of place", o.iters, o.warmup,
         o.check ? "on" : "off", algo && *algo ? algo : "tuned");
     if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
+    if (o.registered) std::printf(", registered buffers");
     std::printf("\n");
     std::printf("#%11s %12s %9s %6s %5s %11s %11s %11s %7s\n", "size", "count", "type", "redop",
                 "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -589,6 +615,8 @@ int main(int argc, char** argv) {
     std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busSum / rows : 0.0);
     std::printf("# Peak RSS per rank    : %.1f MiB (largest rank)\n", rssMiB);
   }
+  for (void* handle : handles)
+    if (handle) CHECK(gyreCommDeregister(comm, handle));
   CHECK(gyreCommDestroy(comm));
   return 0;
 }

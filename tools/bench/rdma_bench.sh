@@ -4,7 +4,8 @@
 # emulated: read the figures relative to each other, never as absolute speeds.
 #   tools/bench/rdma_bench.sh [BUILD_DIR]     (default: build)
 # Prints perftest's ib_write_bw (1 MiB writes) and ib_write_lat (8 B), then gyre-bench
-# all_reduce with 2 ranks over rdma and over tcp.
+# all_reduce with 2 ranks over rdma and over tcp, and sendrecv over rdma from plain and from
+# registered buffers.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
@@ -37,6 +38,11 @@ if [ "${1:-}" = --inside ]; then
       "$build/tools/gyre-bench" all_reduce -b 8 -e 8 -n 2000 -w 50 | grep -E '^\[0\] +[0-9]'
     GYRE_TRANSPORT=$transport GYRE_TIMEOUT=120 "$build/tools/gyre-run" -n 2 \
       "$build/tools/gyre-bench" all_reduce -b 8 -e 4M -f 8 -n 30 -w 3
+  done
+  for flags in "" --register; do
+    echo "== gyre-bench sendrecv, 2 ranks over rdma${flags:+, buffers registered (sends from them)}"
+    GYRE_TRANSPORT=rdma GYRE_TIMEOUT=120 "$build/tools/gyre-run" -n 2 \
+      "$build/tools/gyre-bench" sendrecv -b 64K -e 4M -f 4 -n 30 -w 3 $flags
   done
   exit 0
 fi

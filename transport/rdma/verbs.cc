@@ -7,13 +7,21 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <vector>
 
+#include "runtime/log.h"
 #include "runtime/status.h"
 
 namespace gyre {
 
 namespace {
+
+std::string pointerText(const void* p) {
+  std::ostringstream text;
+  text << p;
+  return text.str();
+}
 
 constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
@@ -66,23 +74,35 @@ RdmaDevice::~RdmaDevice() {
 }
 
 uint64_t RdmaDevice::registerUser(const void* p, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard lock(userMutex_);
+  auto it = user_.find(begin);
+  if (it != user_.end() && it->second.end == begin + bytes) {
+    ++it->second.holders;
+    return begin;
+  }
   ibv_mr* mr = ibv_reg_mr(pd, const_cast<void*>(p), bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!mr) {
     fail(Code::system_error, "rdma on " + name + ": cannot register " + std::to_string(bytes) +
                                  " bytes of user memory: " + errnoText(errno) +
                                  " (locked memory is limited by ulimit -l)");
   }
-  std::lock_guard lock(userMutex_);
-  const uint64_t id = nextUserId_++;
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  user_[id] = {begin, begin + bytes, mr};
-  return id;
+  if (it == user_.end()) {
+    user_[begin] = {begin + bytes, mr, 1};
+    return begin;
+  }
+  GYRE_LOG(info, "rdma on " + name + ": the buffer registered at " + pointerText(p) + " (" +
+                     std::to_string(it->second.end - begin) + " bytes) is registered again with " +
+                     std::to_string(bytes) + " bytes: the old region is dropped");
+  ibv_dereg_mr(it->second.mr);
+  it->second = {begin + bytes, mr, it->second.holders + 1};
+  return begin;
 }
 
 void RdmaDevice::deregisterUser(uint64_t id) {
   std::lock_guard lock(userMutex_);
-  auto it = user_.find(id);
-  if (it == user_.end()) return;
+  auto it = user_.find(static_cast<uintptr_t>(id));
+  if (it == user_.end() || --it->second.holders > 0) return;
   ibv_dereg_mr(it->second.mr);
   user_.erase(it);
 }
@@ -90,9 +110,11 @@ void RdmaDevice::deregisterUser(uint64_t id) {
 bool RdmaDevice::userKey(const void* p, size_t bytes, uint32_t& lkey) const {
   const auto begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard lock(userMutex_);
-  for (const auto& [id, region] : user_) {
-    if (begin >= region.begin && begin + bytes <= region.end) {
-      lkey = region.mr->lkey;
+  // Regions may nest or overlap; the closest start at or below p is the likely cover.
+  for (auto it = user_.upper_bound(begin); it != user_.begin();) {
+    --it;
+    if (begin + bytes <= it->second.end) {
+      lkey = it->second.mr->lkey;
       return true;
     }
   }

@@ -33,21 +33,24 @@ struct RdmaDevice {
   // "rxe0, port 1, RoCE v2 GID 1 (::ffff:10.0.2.15), MTU 1024" for logs.
   std::string describe() const;
 
-  // User buffers registered for the direct path (gyreCommRegister): registerUser() pins
-  // [p, p + bytes) and returns its id (throws Failure when the adapter refuses);
-  // userKey() finds the lkey of a registration that covers [p, p + bytes).
+  // User buffers registered for the direct path (gyreCommRegister), one memory region per
+  // start address: registering a start again at the same size shares its region; at another
+  // size the buffer was reused, so the old region is dropped and the new one replaces it
+  // (sends from the old extent then copy). registerUser() pins [p, p + bytes) and returns the
+  // id deregisterUser() takes (throws Failure when the adapter refuses); the region goes when
+  // its last holder deregisters. userKey() finds the lkey of a region covering [p, p + bytes).
   uint64_t registerUser(const void* p, size_t bytes);
   void deregisterUser(uint64_t id);
   bool userKey(const void* p, size_t bytes, uint32_t& lkey) const;
 
  private:
   struct UserRegion {
-    uintptr_t begin = 0, end = 0;
+    uintptr_t end = 0;
     ibv_mr* mr = nullptr;
+    uint32_t holders = 0;
   };
   mutable std::mutex userMutex_;
-  std::map<uint64_t, UserRegion> user_;
-  uint64_t nextUserId_ = 1;
+  std::map<uintptr_t, UserRegion> user_;  // by start address
 };
 
 // Opens the device to use: `hca` ("" = the first device with an ACTIVE port; "name" or
