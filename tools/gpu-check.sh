@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The GPU checks in one command, on a machine with an NVIDIA GPU and the CUDA toolkit:
+#   tools/gpu-check.sh [REPORT_DIR]      (default: $OUT when set, else ./gpu-check-report)
+# Builds the CUDA kernels, their test and their benchmark with nvcc and g++ alone (nothing else
+# need be installed: no CMake dependencies), then runs
+#   1. the kernel test (every type and op, bit for bit against the CPU kernels),
+#   2. the same test under compute-sanitizer memcheck and racecheck (quick sizes),
+#   3. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB),
+# and writes REPORT_DIR/report.md with each step's result and output. Exits non-zero when a
+# step fails. Leaves the GPU's settings alone.
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+report_dir=${1:-${OUT:-$PWD/gpu-check-report}}
+mkdir -p "$report_dir"
+report=$report_dir/report.md
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+[ -x "$nvcc" ] || { echo "gpu-check: no nvcc (PATH or /usr/local/cuda/bin)" >&2; exit 2; }
+build_only=${GPU_CHECK_BUILD_ONLY:-0}  # 1: compile everything for sm_90, run nothing (no GPU)
+if [ "$build_only" = 1 ]; then
+  arch=sm_90
+else
+  if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed)" >&2
+    exit 2
+  fi
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+  arch=sm_${cap:-90}
+fi
+
+failed=0
+{
+  echo "# gyre GPU check"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo
+  echo '```'
+  [ "$build_only" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+  "$nvcc" --version | tail -2
+  echo '```'
+} >"$report"
+
+# step NAME COMMAND...: runs it, appends its result and the tail of its output to the report.
+step() {
+  local name=$1
+  shift
+  local log=$report_dir/$(echo "$name" | tr ' /' '__').log
+  echo "== $name"
+  local start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local verdict=PASS
+  if [ $rc -ne 0 ]; then
+    verdict="FAIL (exit $rc)"
+    failed=1
+  fi
+  echo "$verdict ($((SECONDS - start)) s)"
+  {
+    echo
+    echo "## $name: $verdict, $((SECONDS - start)) s"
+    echo
+    echo '```'
+    tail -40 "$log"
+    echo '```'
+  } >>"$report"
+  return $rc
+}
+
+build() {
+  local flags=(-O3 -std=c++17 -I"$src" -I"$src/include")
+  g++ "${flags[@]}" -c "$src/kernels/cpu/reduce.cc" -o "$work/reduce.o" &&
+    g++ "${flags[@]}" -c "$src/kernels/cpu/reduce_generic.cc" -o "$work/reduce_generic.o" &&
+    g++ "${flags[@]}" -mavx2 -mf16c -mfma -c "$src/kernels/cpu/reduce_avx2.cc" \
+      -o "$work/reduce_avx2.o" &&
+    { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/reduce.cu" \
+      -o "$work/reduce_cuda.o" 2>"$report_dir/ptxas.txt" || { cat "$report_dir/ptxas.txt"; false; }; } &&
+    "$nvcc" "${flags[@]}" -arch="$arch" "$src/tests/cuda/kernels_test.cc" "$work"/reduce*.o \
+      -o "$work/cuda_kernel_tests" &&
+    "$nvcc" "${flags[@]}" -arch="$arch" "$src/tools/bench/cuda_kernel_bench.cc" \
+      "$work/reduce_cuda.o" -o "$work/gyre-cuda-kernel-bench" &&
+    echo "built for $arch: $(grep -c 'Compiling entry' "$report_dir/ptxas.txt") kernels," \
+      "$(grep -cE '[1-9][0-9]* bytes spill' "$report_dir/ptxas.txt") lines reporting spills" \
+      "(registers and spills per kernel: ptxas.txt)"
+}
+
+if step "build ($arch)" build && [ "$build_only" != 1 ]; then
+  step "kernel test" "$work/cuda_kernel_tests"
+  if [ -x "$sanitizer" ]; then
+    step "memcheck" env GYRE_CUDA_TEST_QUICK=1 "$sanitizer" --tool memcheck --error-exitcode 1 \
+      --leak-check full "$work/cuda_kernel_tests"
+    step "racecheck" env GYRE_CUDA_TEST_QUICK=1 "$sanitizer" --tool racecheck --error-exitcode 1 \
+      "$work/cuda_kernel_tests"
+  else
+    echo "no compute-sanitizer: memcheck and racecheck not run" | tee -a "$report"
+    failed=1
+  fi
+  step "kernel benchmark" "$work/gyre-cuda-kernel-bench" 256 20
+fi
+echo
+echo "report: $report"
+exit $failed
