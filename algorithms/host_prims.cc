@@ -9,6 +9,11 @@
 
 namespace gyre {
 
+namespace {
+constexpr Clock::duration kFirstPeerCheck = std::chrono::seconds(1);
+constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
+}  // namespace
+
 HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void* input,
                      void* output)
     : ctx_(ctx),
@@ -187,6 +192,8 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
       }
     } while (Clock::now() < spinEnd);
   }
+  auto peerCheckInterval = kFirstPeerCheck;
+  auto nextPeerCheck = Clock::now() + peerCheckInterval;
   while (true) {
     if (ready()) return;
     // Data that arrived before a failure is still used; the failure counts only when stuck.
@@ -211,6 +218,13 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
                               " timed out after " + secs.str() + " s waiting for " + direction +
                               " rank " + std::to_string(conn.peer()) + " over " +
                               conn.transportName());
+    }
+    if (ctx_.checkPeers && now >= nextPeerCheck) {
+      if (Status s = ctx_.checkPeers(); !s.ok()) {
+        throw Failure(s.code, "rank " + std::to_string(ctx_.rank) + ": " + s.message);
+      }
+      peerCheckInterval = std::min(2 * peerCheckInterval, kLastPeerCheck);
+      nextPeerCheck = now + peerCheckInterval;
     }
     // Wait in short slices so an abort is seen promptly even without a wake-up.
     await(std::min(ctx_.deadline, now + std::chrono::milliseconds(20)));

@@ -279,7 +279,10 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
   // A send only reads its buffer, so its slots may leave straight from it (registered memory
   // over rdma); collectives write where they read (in place, or the output they forward).
   ctx.inputReadOnly = p2p;
-  if (!p2p) board->started(ctx.desc);
+  if (!p2p) {
+    board->started(ctx.desc);
+    ctx.checkPeers = [board = board.get(), desc = ctx.desc] { return board->disagreement(desc); };
+  }
   try {
     body(ctx);
   } catch (const Failure& f) {

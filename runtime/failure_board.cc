@@ -145,6 +145,38 @@ Status FailureBoard::recorded() {
   return {Code(code), "rank " + std::to_string(rank) + " failed: " + message};
 }
 
+namespace {
+// Whether two ranks' descriptors of one call agree (variable-size collectives differ in count).
+bool sameCall(const OpDesc& a, const OpDesc& b) {
+  if (a.coll != b.coll || a.dtype != b.dtype) return false;
+  if (reduces(a.coll) && a.op != b.op) return false;
+  if (hasRoot(a.coll) && a.root != b.root) return false;
+  const bool variable = a.coll == Collective::all_gather_v || a.coll == Collective::all_to_all_v;
+  return variable || a.count == b.count;
+}
+}  // namespace
+
+Status FailureBoard::disagreement(const OpDesc& op) {
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    Progress p;
+    try {
+      p = decode(store_->get("progress/" + std::to_string(r), kReadTimeout));
+    } catch (const Failure&) {
+      continue;  // nothing published yet, or the store is gone: no evidence either way
+    }
+    for (const OpDesc* other :
+         {p.hasStarted ? &p.started : nullptr, p.hasCompleted ? &p.completed : nullptr}) {
+      if (other && other->seq == op.seq && !sameCall(*other, op)) {
+        return {Code::invalid_usage, "ranks disagree: this rank is in " + describeOp(op) +
+                                         " but rank " + std::to_string(r) + " called " +
+                                         describeOp(*other)};
+      }
+    }
+  }
+  return {};
+}
+
 std::string FailureBoard::attribute(const OpDesc& op) {
   std::string never, inside, silent;
   for (int r = 0; r < nranks_; ++r) {

@@ -34,6 +34,13 @@ class FailureBoard {
   // The first failure any rank recorded, or ok (one non-blocking store read).
   Status recorded();
 
+  // invalid_usage naming a rank whose published progress shows it in the same call (same
+  // sequence number) with another kind, type, op, root or count; else ok. A wait that stalls
+  // asks this, so ranks that disagree in a way no data reveals (every rank waiting to
+  // receive, or one with count 0 that sent nothing) fail in seconds instead of at the
+  // timeout. One store read per rank.
+  Status disagreement(const OpDesc& op);
+
   // Why `op` cannot finish, from every rank's published progress, e.g. "rank 3 never
   // entered all_reduce #17 (its last completed: broadcast #16)".
   std::string attribute(const OpDesc& op);

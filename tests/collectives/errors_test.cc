@@ -75,6 +75,13 @@ TEST_CASE("ranks that disagree on a collective fail with invalid usage naming bo
                 float* b) { c.allReduce(a, b, 10, DataType::f32, r ? RedOp::max : RedOp::sum); }},
       {"root",
        [](Communicator& c, int r, float* a, float* b) { c.broadcast(a, b, 10, DataType::f32, r); }},
+      // Each rank its own root: both wait to receive and no data reveals it; the stalled
+      // waits find it in the other rank's published progress.
+      {"reduce root", [](Communicator& c, int r, float* a,
+                         float* b) { c.reduce(a, b, 10, DataType::f32, RedOp::sum, r); }},
+      {"gather root",
+       [](Communicator& c, int r, float* a, float* b) { c.gather(a, b, 10, DataType::f32, r); }},
+
       {"collective",
        [](Communicator& c, int r, float* a, float* b) {
          if (r == 0)
@@ -114,6 +121,47 @@ TEST_CASE("ranks that disagree on a collective fail with invalid usage naming bo
       CHECK(contains(s.message, "failed earlier"));
     });
   }
+}
+
+// Two ranks that each scatter as root only send, so both return; the data each left in the
+// other's link is what the next call finds, and it names the scatter.
+TEST_CASE("a scatter where every rank is its own root is named by the next call") {
+  test::ThreadJob job(2, test::tinySlots(20000ms), "mismatch-scatter-roots");
+  std::vector<Status> result(2);
+  job.run([&](Communicator& c, int r) {
+    std::vector<float> a(64, 1.0f), b(64);
+    result[r] = failureOf([&] {
+      c.scatter(a.data(), b.data(), 10, DataType::f32, r);
+      c.allReduce(a.data(), b.data(), 10, DataType::f32, RedOp::sum);
+    });
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(result[r].message);
+    CHECK(result[r].code == Code::invalid_usage);
+    CHECK(contains(result[r].message, "ranks disagree"));
+  }
+  const bool named = contains(result[0].message, "scatter #1 (count 10, float, root 1)") ||
+                     contains(result[1].message, "scatter #1 (count 10, float, root 0)");
+  CHECK_MESSAGE(named, result[0].message, " / ", result[1].message);
+}
+
+// A rank with count 0 sends nothing and returns; the other waits for data that never comes
+// and finds the disagreement in the published progress instead of sitting out the timeout.
+TEST_CASE("a rank that calls with count 0 while the other sends data: the waiter names it") {
+  test::ThreadJob job(2, test::tinySlots(20000ms), "mismatch-count-0");
+  std::vector<Status> result(2);
+  const auto start = Clock::now();
+  job.run([&](Communicator& c, int r) {
+    std::vector<float> a(64, 1.0f), b(64);
+    result[r] =
+        failureOf([&] { c.allReduce(a.data(), b.data(), r ? 10 : 0, DataType::f32, RedOp::sum); });
+  });
+  CHECK(Clock::now() - start < 10s);  // not the 20 s timeout
+  CHECK(result[0].ok());
+  CAPTURE(result[1].message);
+  CHECK(result[1].code == Code::invalid_usage);
+  CHECK(contains(result[1].message, "ranks disagree"));
+  CHECK(contains(result[1].message, "rank 0 called all_reduce #1 (count 0"));
 }
 
 TEST_CASE("over tcp, data for another operation never lands in the receiver's buffer") {
