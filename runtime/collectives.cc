@@ -1,8 +1,10 @@
 // The collectives: argument checks, the tuner's choice, and the algorithm each one runs.
 #include <numeric>
+#include <tuple>
 
 #include "algorithms/prims.h"
 #include "runtime/communicator_impl.h"
+#include "runtime/device_memory.h"
 #include "runtime/log.h"
 
 namespace gyre {
@@ -40,6 +42,14 @@ void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t
     fail(Code::invalid_argument, who() + ": " + what + ": sendbuff is null");
   }
   if (recvBytes && !recv) fail(Code::invalid_argument, who() + ": " + what + ": recvbuff is null");
+  for (const auto& [p, bytes, name] : {std::tuple{sendUsed ? send : nullptr, sendBytes, "sendbuff"},
+                                       std::tuple{recv, recvBytes, "recvbuff"}}) {
+    if (bytes && isCudaDeviceMemory(p)) {
+      fail(Code::invalid_argument, who() + ": " + what + ": " + name +
+                                       " is CUDA device memory, which collectives do not take "
+                                       "yet (host, pinned or managed memory only; docs/cuda.md)");
+    }
+  }
   if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
     fail(Code::invalid_argument,
          who() + ": " + what + ": sendbuff and recvbuff overlap without being in place");

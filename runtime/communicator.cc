@@ -14,6 +14,7 @@
 
 #include "runtime/bootstrap.h"
 #include "runtime/communicator_impl.h"
+#include "runtime/device_memory.h"
 #include "runtime/failure_board.h"
 #include "runtime/log.h"
 #include "runtime/store/server.h"
@@ -432,6 +433,10 @@ void* Communicator::registerBuffer(const void* p, size_t bytes) {
   auto& d = *impl_;
   if (!p || bytes == 0) {
     fail(Code::invalid_argument, d.who() + ": gyreCommRegister: null buffer or size 0");
+  }
+  if (isCudaDeviceMemory(p)) {
+    fail(Code::invalid_argument, d.who() + ": gyreCommRegister: CUDA device memory cannot be " +
+                                     "registered yet (docs/cuda.md)");
   }
   std::lock_guard lock(d.registrationsMutex);
   if (d.registrations.size() >= 1024) {

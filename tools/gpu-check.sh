@@ -6,6 +6,7 @@
 #   1. the kernel test (every type and op, bit for bit against the CPU kernels),
 #   2. the same test under compute-sanitizer memcheck and racecheck (quick sizes),
 #   3. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB),
+#   4. collectives given CUDA memory (where the full CMake build configures),
 # and writes REPORT_DIR/report.md with each step's result and output. Exits non-zero when a
 # step fails. Leaves the GPU's settings alone.
 set -uo pipefail
@@ -98,6 +99,17 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
     failed=1
   fi
   step "kernel benchmark" "$work/gyre-cuda-kernel-bench" 256 20
+  # Collectives on CUDA memory need the whole library, hence its dependencies (libasio-dev,
+  # doctest-dev, libcli11-dev, libssl-dev): run where they are installed, else say so.
+  if cmake -S "$src" -B "$work/full" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_WITH_CUDA=ON \
+    >"$report_dir/full-configure.log" 2>&1; then
+    step "collectives on CUDA memory" bash -c "cmake --build '$work/full' --target cuda_buffer_tests \
+      >/dev/null && '$work/full/tests/cuda_buffer_tests'"
+  else
+    echo "not run: collectives on CUDA memory (the full build does not configure here:" \
+      "full-configure.log)" | tee -a "$report"
+    failed=1
+  fi
 fi
 echo
 echo "report: $report"
