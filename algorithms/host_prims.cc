@@ -199,6 +199,10 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
     // Data that arrived before a failure is still used; the failure counts only when stuck.
     Status broken = conn.failure();
     if (!broken.ok()) {
+      // The failure may have been seen before what arrived ahead of it was looked at (rdma:
+      // the peer's last write sits in the completion queue when its socket closes).
+      await(Clock::time_point{});
+      if (ready()) return;
       const std::string what = "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc);
       throw Failure(broken.code, what + " failed: " + broken.message);
     }
