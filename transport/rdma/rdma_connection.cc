@@ -10,8 +10,6 @@
 namespace gyre {
 
 namespace {
-// How long a waiter may be stuck before it looks at the setup socket again.
-constexpr auto kLivenessInterval = std::chrono::milliseconds(5);
 // A full send queue drains as the adapter completes or fails what it holds (its retries end
 // within a second); this only bounds a device that stops completing anything.
 constexpr auto kSendQueueLimit = std::chrono::seconds(60);
@@ -266,20 +264,11 @@ void RdmaConnection::awaitRecv(Clock::time_point until) {
 // Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
 Status RdmaConnection::failure() const {
   if (!failed_.load(std::memory_order_acquire)) {
-    const int64_t now = Clock::now().time_since_epoch().count();
-    int64_t due = nextCheck_.load(std::memory_order_relaxed);
-    if (now < due || !nextCheck_.compare_exchange_strong(
-                         due, now + std::chrono::nanoseconds(kLivenessInterval).count())) {
-      return {};
+    const std::string cause = peerSocketGone(fd_, nextCheck_);
+    if (!cause.empty()) {
+      fail({Code::remote_error,
+            who() + ": rank " + std::to_string(peer()) + " failed over rdma: " + cause});
     }
-    char byte;
-    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-    const std::string cause = n == 0  ? "its end of the connection closed (it exited or failed)"
-                              : n > 0 ? "it sent unexpected bytes"
-                                      : errnoText(errno);
-    fail({Code::remote_error,
-          who() + ": rank " + std::to_string(peer()) + " failed over rdma: " + cause});
   }
   std::lock_guard lock(failureMutex_);
   return failure_;

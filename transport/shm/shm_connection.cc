@@ -12,7 +12,6 @@ constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
 }
 // How long a waiter may be stuck before it looks at the socket again.
-constexpr auto kLivenessInterval = std::chrono::milliseconds(5);
 }  // namespace
 
 ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
@@ -64,20 +63,11 @@ void ShmConnection::awaitRecv(Clock::time_point until) {
 // Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
 Status ShmConnection::failure() const {
   if (!failed_.load(std::memory_order_acquire)) {
-    const int64_t now = Clock::now().time_since_epoch().count();
-    int64_t due = nextCheck_.load(std::memory_order_relaxed);
-    if (now < due || !nextCheck_.compare_exchange_strong(
-                         due, now + std::chrono::nanoseconds(kLivenessInterval).count())) {
-      return {};
+    const std::string cause = peerSocketGone(fd_, nextCheck_);
+    if (!cause.empty()) {
+      fail({Code::remote_error, "rank " + std::to_string(selfRank_) + ": rank " +
+                                    std::to_string(peer()) + " failed over shm: " + cause});
     }
-    char byte;
-    const ssize_t n = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-    const std::string cause = n == 0  ? "its end of the connection closed (it exited or failed)"
-                              : n > 0 ? "it sent unexpected bytes"
-                                      : errnoText(errno);
-    fail({Code::remote_error, "rank " + std::to_string(selfRank_) + ": rank " +
-                                  std::to_string(peer()) + " failed over shm: " + cause});
   }
   std::lock_guard lock(failureMutex_);
   return failure_;
