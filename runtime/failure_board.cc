@@ -156,15 +156,20 @@ bool sameCall(const OpDesc& a, const OpDesc& b) {
 }
 }  // namespace
 
+bool FailureBoard::readProgress(int rank, Progress& progress) {
+  try {
+    progress = decode(store_->get("progress/" + std::to_string(rank), kReadTimeout));
+    return true;
+  } catch (const Failure&) {
+    return false;
+  }
+}
+
 Status FailureBoard::disagreement(const OpDesc& op) {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
     Progress p;
-    try {
-      p = decode(store_->get("progress/" + std::to_string(r), kReadTimeout));
-    } catch (const Failure&) {
-      continue;  // nothing published yet, or the store is gone: no evidence either way
-    }
+    if (!readProgress(r, p)) continue;  // nothing published, or the store is gone: no evidence
     for (const OpDesc* other :
          {p.hasStarted ? &p.started : nullptr, p.hasCompleted ? &p.completed : nullptr}) {
       if (other && other->seq == op.seq && !sameCall(*other, op)) {
@@ -182,9 +187,7 @@ std::string FailureBoard::attribute(const OpDesc& op) {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
     Progress p;
-    try {
-      p = decode(store_->get("progress/" + std::to_string(r), kReadTimeout));
-    } catch (const Failure&) {
+    if (!readProgress(r, p)) {
       silent += (silent.empty() ? "" : ", ") + std::to_string(r);
       continue;
     }

@@ -53,6 +53,7 @@ class FailureBoard {
   };
   static std::string encode(const Progress& p);
   static Progress decode(const std::string& text);
+  bool readProgress(int rank, Progress& progress);  // false: none published, or no store
   void publishLoop();
 
   std::shared_ptr<Store> store_;

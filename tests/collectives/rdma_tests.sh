@@ -6,13 +6,7 @@
 set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
-kit=""
-for candidate in "${GYRE_RDMA_VM:-}" "$src/../shared/rdma-vm/rdma-vm.sh" /work/shared/rdma-vm/rdma-vm.sh; do
-  if [ -n "$candidate" ] && [ -x "$candidate" ]; then
-    kit=$candidate
-    break
-  fi
-done
+. "$src/tests/collectives/find_rdma_vm.sh"
 if [ -z "$kit" ]; then
   echo "SKIP: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh); the rdma tests need its guest"
   exit 77

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/communicator.h"
+#include "tests/cuda/device.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
@@ -63,13 +64,7 @@ TEST_CASE("device memory is refused, naming the buffer; pinned and managed memor
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device (%s)\n",
-                status != cudaSuccess ? cudaGetErrorString(status) : "none found");
-    return 77;
-  }
+  gyre::test::exitUnlessCudaDevice();
   doctest::Context context(argc, argv);
   return context.run();
 }

@@ -21,6 +21,7 @@
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cuda/reduce.h"
+#include "tests/cuda/device.h"
 
 namespace {
 
@@ -288,13 +289,7 @@ void testRefused() {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device (%s)\n",
-                status != cudaSuccess ? cudaGetErrorString(status) : "none found");
-    return 77;
-  }
+  gyre::test::exitUnlessCudaDevice();
   const char* quick = std::getenv("GYRE_CUDA_TEST_QUICK");
   gQuick = quick && std::strcmp(quick, "1") == 0;
   const char* seed = std::getenv("GYRE_TEST_SEED");

@@ -48,13 +48,7 @@ if [ "${1:-}" = --inside ]; then
 fi
 
 build=$(cd "${1:-build}" && pwd)
-kit=""
-for candidate in "${GYRE_RDMA_VM:-}" "$src/../shared/rdma-vm/rdma-vm.sh" /work/shared/rdma-vm/rdma-vm.sh; do
-  if [ -n "$candidate" ] && [ -x "$candidate" ]; then
-    kit=$candidate
-    break
-  fi
-done
+. "$src/tests/collectives/find_rdma_vm.sh"
 [ -n "$kit" ] || { echo "rdma_bench: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh)" >&2; exit 2; }
 exec "$kit" run --timeout 1200 --share "$build" --ro-share "$src" -- \
   bash "$src/tools/bench/rdma_bench.sh" --inside "$build"
