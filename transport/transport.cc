@@ -1,32 +1,14 @@
 #include "transport/transport.h"
 
 #include <sched.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 namespace gyre {
-
-std::string peerSocketGone(int fd, std::atomic<int64_t>& nextCheck) {
-  constexpr auto kInterval = std::chrono::milliseconds(5);
-  const int64_t now = Clock::now().time_since_epoch().count();
-  int64_t due = nextCheck.load(std::memory_order_relaxed);
-  if (now < due ||
-      !nextCheck.compare_exchange_strong(due, now + std::chrono::nanoseconds(kInterval).count())) {
-    return {};
-  }
-  char byte;
-  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return {};
-  return n == 0  ? "its end of the connection closed (it exited or failed)"
-         : n > 0 ? "it sent unexpected bytes"
-                 : errnoText(errno);
-}
 
 std::string PeerInfo::encode() const {
   std::ostringstream out;

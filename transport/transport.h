@@ -2,7 +2,6 @@
 // reached, and turns a (peer, channel) pair into a Connection whose links it fills.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,12 +28,6 @@ struct PeerInfo {
   std::string encode() const;
   static PeerInfo decode(const std::string& text);  // throws Failure on malformed input
 };
-
-// Connections whose bytes move elsewhere (shm, rdma) keep their set-up socket open and silent:
-// its end-of-file is how a side learns the other is gone. One recv() peek at most every
-// 5 ms (`nextCheck`: steady-clock ns, shared by the waiters); returns why the peer is gone,
-// or an empty string while it is there (or when it is not yet time to look).
-std::string peerSocketGone(int fd, std::atomic<int64_t>& nextCheck);
 
 // Settings every transport of one communicator shares.
 struct LinkConfig {

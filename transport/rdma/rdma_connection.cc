@@ -38,8 +38,9 @@ RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
     : Connection(peer, channel),
       endpoint_(std::move(endpoint)),
       peerAddress_(peerAddress),
-      fd_(fd),
-      selfRank_(selfRank) {
+      selfRank_(selfRank),
+      socket_(fd, "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
+                      " failed over rdma: ") {
   auto linkOf = [&](LinkCounters& counters, std::byte* ring) {
     Link link;
     link.counters = &counters;
@@ -59,7 +60,6 @@ RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
 RdmaConnection::~RdmaConnection() {
   if (unackedEvents_ > 0) ibv_ack_cq_events(endpoint_->cq(), unackedEvents_);
   endpoint_.reset();
-  ::close(fd_);
 }
 
 std::string RdmaConnection::who() const {
@@ -68,7 +68,7 @@ std::string RdmaConnection::who() const {
 
 void RdmaConnection::sendPublished() {
   const uint32_t tail = send_.counters->tail.value.load(std::memory_order_acquire);
-  while (posted_ != tail && !failed_.load(std::memory_order_relaxed)) postSlot(posted_++);
+  while (posted_ != tail && !socket_.failed()) postSlot(posted_++);
 }
 
 bool RdmaConnection::sendFrom(const std::byte* src, uint32_t bytes) {
@@ -115,12 +115,19 @@ void RdmaConnection::postSlot(uint32_t index) {
 }
 
 Status RdmaConnection::releaseUserMemory(Clock::time_point deadline) {
-  while (completedWrs_ < lastUserWr_) {
-    if (failed_.load(std::memory_order_acquire)) return failure();
+  return completeUntil([this] { return completedWrs_ >= lastUserWr_; }, deadline,
+                       "writes from user memory");
+}
+
+// Polls and sleeps on the completion queue until done(), a failure, or the deadline.
+Status RdmaConnection::completeUntil(const std::function<bool()>& done, Clock::time_point deadline,
+                                     const char* what) {
+  while (!done()) {
+    if (socket_.failed()) return failure();
     if (poll() > 0) continue;
     const auto now = Clock::now();
     if (now >= deadline) {
-      return {Code::timeout, who() + ": writes from user memory to rank " + std::to_string(peer()) +
+      return {Code::timeout, who() + ": " + what + " to rank " + std::to_string(peer()) +
                                  " over rdma did not complete in time"};
     }
     block(std::min(deadline, now + std::chrono::milliseconds(20)));
@@ -140,7 +147,7 @@ uint32_t RdmaConnection::takeCredits() {
 // algorithm works with rings of 2 slots; the slots are credited at the latest once half the
 // ring is free, so nothing waits on them for ever.
 void RdmaConnection::recvReleased() {
-  if (failed_.load(std::memory_order_relaxed)) return;
+  if (socket_.failed()) return;
   const uint32_t head = recv_.counters->head.value.load(std::memory_order_relaxed);
   if (head - credited_ < std::max<uint32_t>(1, recv_.nSlots / 2)) return;
   const uint32_t credits = takeCredits();
@@ -155,7 +162,7 @@ void RdmaConnection::recvReleased() {
 
 void RdmaConnection::post(ibv_send_wr& first, uint32_t wrs) {
   ensureSendRoom(wrs);
-  if (failed_.load(std::memory_order_relaxed)) return;
+  if (socket_.failed()) return;
   ibv_send_wr* bad = nullptr;
   if (const int rc = ibv_post_send(endpoint_->qp(), &first, &bad); rc != 0) {
     return failLocal("cannot post to the queue pair: " + errnoText(rc));
@@ -166,7 +173,7 @@ void RdmaConnection::post(ibv_send_wr& first, uint32_t wrs) {
 
 void RdmaConnection::ensureSendRoom(uint32_t wrs) {
   const auto limit = Clock::now() + kSendQueueLimit;
-  while (outstanding_ + wrs > endpoint_->maxSendWr() && !failed_.load(std::memory_order_relaxed)) {
+  while (outstanding_ + wrs > endpoint_->maxSendWr() && !socket_.failed()) {
     if (poll() > 0) continue;
     const auto now = Clock::now();
     if (now >= limit) return failLocal("the adapter completed nothing for 60 s");
@@ -232,7 +239,7 @@ void RdmaConnection::block(Clock::time_point until) {
   if (poll() > 0) return;  // arrived before the arming
   const auto left = until - Clock::now();
   if (left <= Clock::duration::zero()) return;
-  pollfd fds[2] = {{endpoint_->channel()->fd, POLLIN, 0}, {fd_, POLLIN, 0}};
+  pollfd fds[2] = {{endpoint_->channel()->fd, POLLIN, 0}, {socket_.fd(), POLLIN, 0}};
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
   ::poll(fds, 2, int(std::min<int64_t>(ms, 1000)));
   if (fds[0].revents & POLLIN) {
@@ -245,7 +252,7 @@ void RdmaConnection::block(Clock::time_point until) {
     }
   }
   if (fds[1].revents) {
-    nextCheck_.store(0, std::memory_order_relaxed);  // the socket spoke: look now
+    socket_.lookNow();  // the socket spoke: look now
     (void)failure();
   }
   poll();
@@ -263,49 +270,22 @@ void RdmaConnection::awaitRecv(Clock::time_point until) {
 
 // Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
 Status RdmaConnection::failure() const {
-  if (!failed_.load(std::memory_order_acquire)) {
-    const std::string cause = peerSocketGone(fd_, nextCheck_);
-    if (!cause.empty()) {
-      fail({Code::remote_error,
-            who() + ": rank " + std::to_string(peer()) + " failed over rdma: " + cause});
-    }
-  }
-  std::lock_guard lock(failureMutex_);
-  return failure_;
+  return socket_.failure();
 }
 
 Status RdmaConnection::flush(Clock::time_point deadline) {
-  while (outstanding_ > 0) {
-    if (failed_.load(std::memory_order_acquire)) return failure();
-    if (poll() > 0) continue;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      return {Code::timeout, who() + ": writes to rank " + std::to_string(peer()) +
-                                 " over rdma did not complete in time"};
-    }
-    block(std::min(deadline, now + std::chrono::milliseconds(20)));
-  }
-  return {};
+  return completeUntil([this] { return outstanding_ == 0; }, deadline, "writes");
 }
 
 void RdmaConnection::failLocal(const std::string& what) {
-  fail({Code::remote_error, who() + ": rdma connection to rank " + std::to_string(peer()) + " on " +
-                                endpoint_->device().name + ": " + what});
-}
-
-void RdmaConnection::fail(Status status) const {
-  {
-    std::lock_guard lock(failureMutex_);
-    if (failure_.ok()) failure_ = std::move(status);
-  }
-  failed_.store(true, std::memory_order_seq_cst);
+  socket_.fail({Code::remote_error, who() + ": rdma connection to rank " + std::to_string(peer()) +
+                                        " on " + endpoint_->device().name + ": " + what});
 }
 
 void RdmaConnection::close() {
-  if (closed_.exchange(true)) return;
-  ::shutdown(fd_, SHUT_RDWR);
-  fail({Code::aborted,
-        who() + ": the rdma connection to rank " + std::to_string(peer()) + " was closed"});
+  if (!socket_.shutdown()) return;
+  socket_.fail({Code::aborted,
+                who() + ": the rdma connection to rank " + std::to_string(peer()) + " was closed"});
 }
 
 }  // namespace gyre

@@ -19,12 +19,14 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "transport/link.h"
 #include "transport/rdma/verbs.h"
+#include "transport/setup_socket.h"
 #include "transport/transport.h"
 
 namespace gyre {
@@ -54,6 +56,8 @@ class RdmaConnection : public Connection {
   int poll();
   // Waits for a completion (or the setup socket to speak) until `until`.
   void block(Clock::time_point until);
+  Status completeUntil(const std::function<bool()>& done, Clock::time_point deadline,
+                       const char* what);
   void postSlot(uint32_t index);
   void post(ibv_send_wr& first, uint32_t wrs);
   void ensureSendRoom(uint32_t wrs);
@@ -61,12 +65,10 @@ class RdmaConnection : public Connection {
   void retire(uint32_t wrs);  // send requests completed (successfully or not)
   uint32_t takeCredits();     // slots of the peer's freed since the last credit sent
   std::string who() const;
-  void fail(Status status) const;
   void failLocal(const std::string& what);
 
   std::unique_ptr<RdmaEndpoint> endpoint_;
   const RdmaAddress peerAddress_;
-  const int fd_;
   const int selfRank_;
   LinkCounters sendCounters_;
   LinkCounters recvCounters_;
@@ -84,11 +86,7 @@ class RdmaConnection : public Connection {
   std::vector<DirectSource> direct_;  // per send slot: its payload's user memory, if any
   uint32_t unackedEvents_ = 0;
 
-  std::atomic<bool> closed_{false};
-  mutable std::atomic<bool> failed_{false};
-  mutable std::atomic<int64_t> nextCheck_{0};  // steady-clock ns of the next liveness check
-  mutable std::mutex failureMutex_;
-  mutable Status failure_;
+  SetupSocket socket_;
 };
 
 }  // namespace gyre

@@ -31,7 +31,13 @@ ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
 
 ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer, int channel,
                              const LinkConfig& config)
-    : Connection(peer, channel), segment_(std::move(segment)), fd_(fd), selfRank_(selfRank) {
+    : Connection(peer, channel),
+      segment_(std::move(segment)),
+      selfRank_(selfRank),
+      socket_(fd,
+              "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
+                  " failed over shm: ",
+              [this] { wakeSleepers(); }) {
   const ShmLayout layout = ShmLayout::of(config.nSlots, config.slotBytes);
   auto* base = static_cast<std::byte*>(segment_.data());
   auto linkAt = [&](int d) {
@@ -50,9 +56,7 @@ ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer,
   recv_ = linkAt(1 - out);
 }
 
-ShmConnection::~ShmConnection() {
-  ::close(fd_);
-}
+ShmConnection::~ShmConnection() = default;
 
 void ShmConnection::awaitRecv(Clock::time_point until) {
   WaitWord& tail = recv_.counters->tail;
@@ -62,24 +66,11 @@ void ShmConnection::awaitRecv(Clock::time_point until) {
 
 // Checked only by waiters that are stuck, at most every few milliseconds: one recv() peek.
 Status ShmConnection::failure() const {
-  if (!failed_.load(std::memory_order_acquire)) {
-    const std::string cause = peerSocketGone(fd_, nextCheck_);
-    if (!cause.empty()) {
-      fail({Code::remote_error, "rank " + std::to_string(selfRank_) + ": rank " +
-                                    std::to_string(peer()) + " failed over shm: " + cause});
-    }
-  }
-  std::lock_guard lock(failureMutex_);
-  return failure_;
+  return socket_.failure();
 }
 
-void ShmConnection::fail(Status status) const {
-  {
-    std::lock_guard lock(failureMutex_);
-    if (failure_.ok()) failure_ = std::move(status);
-  }
-  failed_.store(true, std::memory_order_seq_cst);
-  // Sleepers on our side wake now rather than at their next time slice.
+// After a failure: sleepers on our side wake now rather than at their next time slice.
+void ShmConnection::wakeSleepers() const {
   for (Link* link : {const_cast<Link*>(&send_), const_cast<Link*>(&recv_)}) {
     notifyAll(link->counters->head);
     notifyAll(link->counters->tail);
@@ -89,10 +80,10 @@ void ShmConnection::fail(Status status) const {
 // The peer sees the socket close at its next liveness check and fails over to the cause the
 // failure board recorded.
 void ShmConnection::close() {
-  if (closed_.exchange(true)) return;
-  ::shutdown(fd_, SHUT_RDWR);
-  fail({Code::aborted, "rank " + std::to_string(selfRank_) + ": the shared-memory connection to " +
-                           "rank " + std::to_string(peer()) + " was closed"});
+  if (!socket_.shutdown()) return;
+  socket_.fail({Code::aborted, "rank " + std::to_string(selfRank_) +
+                                   ": the shared-memory connection to " + "rank " +
+                                   std::to_string(peer()) + " was closed"});
 }
 
 }  // namespace gyre

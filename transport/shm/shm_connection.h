@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "transport/link.h"
+#include "transport/setup_socket.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
 
@@ -43,16 +44,11 @@ class ShmConnection : public Connection {
   const char* transportName() const override { return "shm"; }
 
  private:
-  void fail(Status status) const;
+  void wakeSleepers() const;
 
   ShmSegment segment_;
-  const int fd_;
   const int selfRank_;
-  std::atomic<bool> closed_{false};
-  mutable std::atomic<bool> failed_{false};
-  mutable std::atomic<int64_t> nextCheck_{0};  // steady-clock ns of the next liveness check
-  mutable std::mutex failureMutex_;
-  mutable Status failure_;
+  SetupSocket socket_;
 };
 
 }  // namespace gyre
