@@ -168,10 +168,7 @@ void RdmaTransport::answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, i
                      }
                      std::memcpy(x->reply.magic, kReplyMagic, 4);
                      x->reply.status = prepared.error.empty() ? 0 : 1;
-                     {
-                       std::lock_guard lock(mutex_);
-                       prepared_.insert_or_assign({peer, channel}, std::move(prepared));
-                     }
+                     prepared_.put(peer, channel, std::move(prepared));
                      asio::async_write(socket, asio::buffer(&x->reply, sizeof x->reply),
                                        [ready, x](const asio::error_code&, size_t) { ready(); });
                    });
@@ -183,16 +180,9 @@ std::shared_ptr<Connection> RdmaTransport::collect(const PeerInfo& peer, int cha
   auto socket = tcp_.connectSocket(peer, channel, deadline, interrupted);
   const std::string who = "rank " + std::to_string(config_.rank) + ": setting up rdma with rank " +
                           std::to_string(peer.rank) + " (channel " + std::to_string(channel) + ")";
-  Prepared prepared;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = prepared_.find({peer.rank, channel});
-    if (it == prepared_.end()) {
-      fail(Code::remote_error, who + ": the peer went away before it offered a queue pair");
-    }
-    prepared = std::move(it->second);
-    prepared_.erase(it);
-  }
+  std::optional<Prepared> taken = prepared_.take(peer.rank, channel);
+  if (!taken) fail(Code::remote_error, who + ": the peer went away before it offered a queue pair");
+  Prepared prepared = std::move(*taken);
   // Our queue pair is ready to receive; the dialler's may not be until it confirms.
   Confirm confirm{};
   transferExactly(socket.native_handle(), &confirm, sizeof confirm, false, deadline, interrupted,

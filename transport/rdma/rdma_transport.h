@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "transport/prepared.h"
 #include "transport/rdma/verbs.h"
 #include "transport/transport.h"
 
@@ -70,8 +71,7 @@ class RdmaTransport : public Transport {
   const bool required_;
   std::shared_ptr<RdmaDevice> device_;
   std::string unusableReason_ = "not published yet";
-  std::mutex mutex_;
-  std::map<std::pair<int, int>, Prepared> prepared_;  // (peer, channel)
+  PreparedByPeer<Prepared> prepared_;
 };
 
 }  // namespace gyre

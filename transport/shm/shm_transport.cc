@@ -145,10 +145,7 @@ void ShmTransport::answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, in
         }
         std::memcpy(x->reply.magic, kReplyMagic, 4);
         x->reply.status = prepared.error.empty() ? 0 : 1;
-        {
-          std::lock_guard lock(mutex_);
-          prepared_.insert_or_assign({peer, channel}, std::move(prepared));
-        }
+        prepared_.put(peer, channel, std::move(prepared));
         asio::async_write(socket, asio::buffer(&x->reply, sizeof x->reply),
                           [ready, x](const asio::error_code&, size_t) { ready(); });
       });
@@ -161,16 +158,9 @@ std::shared_ptr<Connection> ShmTransport::collect(const PeerInfo& peer, int chan
   const std::string who = "rank " + std::to_string(config_.rank) +
                           ": setting up shared memory with rank " + std::to_string(peer.rank) +
                           " (channel " + std::to_string(channel) + ")";
-  Prepared prepared;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = prepared_.find({peer.rank, channel});
-    if (it == prepared_.end()) {
-      fail(Code::remote_error, who + ": the peer went away before it offered a segment");
-    }
-    prepared = std::move(it->second);
-    prepared_.erase(it);
-  }
+  std::optional<Prepared> taken = prepared_.take(peer.rank, channel);
+  if (!taken) fail(Code::remote_error, who + ": the peer went away before it offered a segment");
+  Prepared prepared = std::move(*taken);
   if (!prepared.error.empty()) {
     if (required_) fail(Code::system_error, who + ": " + prepared.error + " (GYRE_TRANSPORT=shm)");
     GYRE_LOG(warn, who + ": " + prepared.error + "; this connection uses tcp");

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "transport/prepared.h"
 #include "transport/shm/segment.h"
 
 #include "transport/transport.h"
@@ -60,8 +61,7 @@ class ShmTransport : public Transport {
   const bool required_;
   bool usable_ = false;
   std::string unusableReason_ = "not published yet";
-  std::mutex mutex_;
-  std::map<std::pair<int, int>, Prepared> prepared_;  // (peer, channel)
+  PreparedByPeer<Prepared> prepared_;
 };
 
 }  // namespace gyre
