@@ -5,29 +5,15 @@
 #include <thread>
 
 #include "gyre/gyre.h"
+#include "tests/harness/checks.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Runs body on rank r and returns the Failure it threw (Code::success if none).
-Status failureOf(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Failure& f) {
-    return f.status();
-  }
-  return {};
-}
-
-}  // namespace
+using test::contains;
+using test::failureOf;
 
 TEST_CASE("invalid arguments are refused before anything is sent, naming the rank") {
   test::ThreadJob job(2, test::tinySlots(5000ms), "badargs");

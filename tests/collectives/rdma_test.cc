@@ -3,10 +3,12 @@
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 
-#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
+#include "tests/harness/checks.h"
 #include "tests/harness/rdma.h"
 #include "tests/harness/thread_ranks.h"
 #ifdef GYRE_HAVE_IBVERBS
@@ -19,9 +21,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using test::contains;
+using test::failureOf;
 
 CommConfig overRdma(std::chrono::milliseconds timeout) {
   CommConfig c = test::tinySlots(timeout);
@@ -39,11 +40,7 @@ TEST_CASE("GYRE_TRANSPORT=rdma without a device fails at creation, saying why") 
   }
   const auto start = Clock::now();
   Status status;
-  try {
-    test::ThreadJob job(2, overRdma(20000ms), "rdma-missing");
-  } catch (const Failure& f) {
-    status = f.status();
-  }
+  status = failureOf([&] { test::ThreadJob job(2, overRdma(20000ms), "rdma-missing"); });
   CAPTURE(status.message);
   CHECK(status.code == Code::invalid_usage);
   CHECK(contains(status.message, "GYRE_TRANSPORT=rdma but rank"));
@@ -62,11 +59,8 @@ TEST_CASE("over rdma: a peer that leaves mid-job fails every rank fast, naming w
   std::vector<Status> result(2);
   test::onThreads(2, [&](int r) {
     std::vector<float> a(4096, 1.0f), b(4096);
-    try {
-      job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum);
-    } catch (const Failure& f) {
-      result[r] = f.status();
-    }
+    result[r] = failureOf(
+        [&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
   });
   CHECK(Clock::now() - start < 10s);
   for (int r = 0; r < 2; ++r) {
@@ -86,11 +80,8 @@ TEST_CASE("over rdma: ranks that disagree on a collective fail naming both sides
   std::vector<Status> result(2);
   job.run([&](Communicator& c, int r) {
     std::vector<float> a(64, 1.0f), b(64);
-    try {
-      c.allReduce(a.data(), b.data(), 10 + r, DataType::f32, RedOp::sum);
-    } catch (const Failure& f) {
-      result[r] = f.status();
-    }
+    result[r] =
+        failureOf([&] { c.allReduce(a.data(), b.data(), 10 + r, DataType::f32, RedOp::sum); });
   });
   int invalidUsage = 0;
   for (int r = 0; r < 2; ++r) {
@@ -250,11 +241,7 @@ TEST_CASE("registered buffers: sends go straight from them over rdma, results ex
   CHECK(directDelta(5.0f) == 0);  // nothing registered: copied
 
   Status status;
-  try {
-    job.comm(0).deregisterBuffer(handles[0]);  // twice
-  } catch (const Failure& f) {
-    status = f.status();
-  }
+  status = failureOf([&] { job.comm(0).deregisterBuffer(handles[0]); });  // twice
   CHECK(status.code == Code::invalid_argument);
   CHECK(contains(status.message, "not a handle gyreCommRegister gave this communicator"));
   if (!haveRdma) MESSAGE("no rdma device: checked that registration changes nothing");
@@ -273,28 +260,27 @@ TEST_CASE(
   for (int round = 0; round < 3; ++round) {
     test::ThreadJob job(2, config, "send-then-leave-" + std::to_string(round));
     std::vector<float> received(count, -1.0f);
-    std::atomic<bool> left{false};
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool left = false;
     Status sent, status;
     job.run([&](Communicator& c, int r) {
       if (r == 0) {
         std::vector<float> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = float(i) + 0.5f;
-        try {
-          c.send(data.data(), count, DataType::f32, 1);
-        } catch (const Failure& f) {
-          sent = f.status();
-        }
+        sent = failureOf([&] { c.send(data.data(), count, DataType::f32, 1); });
         job.destroy(0);  // flushes, then closes
+        std::lock_guard lock(mutex);
         left = true;
+        changed.notify_all();
       } else {
-        const auto until = Clock::now() + 30s;
-        while (!left && Clock::now() < until) std::this_thread::sleep_for(1ms);
-        std::this_thread::sleep_for(50ms);  // the socket's end-of-stream is there too
-        try {
-          c.recv(received.data(), count, DataType::f32, 0);
-        } catch (const Failure& f) {
-          status = f.status();
+        {
+          std::unique_lock lock(mutex);
+          changed.wait_for(lock, 30s, [&] { return left; });
         }
+        // A receiver that comes late: the socket's end-of-stream arrives before it looks.
+        std::this_thread::sleep_for(50ms);
+        status = failureOf([&] { c.recv(received.data(), count, DataType::f32, 0); });
       }
     });
     CAPTURE(sent.message);

@@ -12,18 +12,13 @@
 
 #include "runtime/communicator.h"
 #include "tests/cuda/device.h"
+#include "tests/harness/checks.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
 using namespace std::chrono_literals;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-}  // namespace
+using test::contains;
 
 TEST_CASE("device memory is refused, naming the buffer; pinned and managed memory work") {
   test::ThreadJob job(2, test::tinySlots(20000ms), "cuda-buffers");
