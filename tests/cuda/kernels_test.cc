@@ -70,6 +70,9 @@ struct DeviceBuffer {
     bytes = bytes_;
     REQUIRE(cudaMalloc(reinterpret_cast<void**>(&base), total) == cudaSuccess);
     REQUIRE(cudaMemset(base, kPoison, total) == cudaSuccess);
+    // cudaMemset and pageable cudaMemcpy may still be running when they return, and the
+    // kernels under test run on a non-blocking stream that does not wait for them.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   ~DeviceBuffer() { cudaFree(base); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -77,6 +80,7 @@ struct DeviceBuffer {
   void* data() { return base + offset; }
   void upload(const std::vector<unsigned char>& host) {
     REQUIRE(cudaMemcpy(data(), host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   std::vector<unsigned char> downloadAll() const {
     std::vector<unsigned char> host(total);
