@@ -9,6 +9,7 @@
 #include "gyre/gyre.h"
 #include "runtime/auth.h"
 #include "runtime/communicator.h"
+#include "runtime/device_memory.h"
 #include "runtime/store/server.h"
 
 struct gyreComm {
@@ -47,13 +48,6 @@ gyreResult_t guarded(Fn&& fn) {
 gyre::Communicator& commOf(gyreComm_t comm) {
   if (!comm || !comm->impl) gyre::fail(gyre::Code::invalid_argument, "comm is null or destroyed");
   return *comm->impl;
-}
-
-void requireStream(gyreStream_t stream) {
-  if (stream != nullptr) {
-    gyre::fail(gyre::Code::invalid_argument,
-               "a non-null stream means CUDA buffers, which this build does not support");
-  }
 }
 
 gyre::DataType typeOf(gyreDataType_t t) {
@@ -123,6 +117,75 @@ gyre::GroupOp groupOp(gyre::Collective coll, const void* send, void* recv, size_
   g.type = type;
   g.op = op;
   return g;
+}
+
+// --- stream-ordered calls (docs/cuda.md) ---------------------------------------------------
+
+using Staged = std::vector<void*>;
+constexpr auto In = gyre::StagedBuffer::in;
+constexpr auto Out = gyre::StagedBuffer::out;
+constexpr auto InOut = gyre::StagedBuffer::inOut;
+
+// A call names a stream, or passes CUDA device memory: it is stream-ordered. Host buffers with
+// no stream take the blocking host form.
+bool onStream(gyreStream_t stream, std::initializer_list<const void*> buffers) {
+  if (stream) return true;
+  return std::any_of(buffers.begin(), buffers.end(),
+                     [](const void* p) { return p && gyre::isCudaDeviceMemory(p); });
+}
+
+size_t bytesOf(const char* what, size_t count, gyre::DataType type, size_t blocks = 1) {
+  const size_t es = gyre::dataTypeSize(type);
+  if (count > SIZE_MAX / es / std::max<size_t>(1, blocks)) {
+    gyre::fail(gyre::Code::invalid_argument,
+               std::string(what) + ": count " + std::to_string(count) + " is too large");
+  }
+  return count * es * blocks;
+}
+
+// Whether this rank is `root`, after checking it names a rank (the host call checks again,
+// but only once the stream reaches it).
+bool checkedRoot(gyreComm_t comm, const char* what, int root, const char* role = "root") {
+  auto& c = commOf(comm);
+  if (root < 0 || root >= c.size()) {
+    gyre::fail(gyre::Code::invalid_argument,
+               "rank " + std::to_string(c.rank()) + ": " + what + ": " + role + " " +
+                   std::to_string(root) + " is outside [0, " + std::to_string(c.size()) + ")");
+  }
+  return c.rank() == root;
+}
+
+// One size_t per rank, copied: the call runs after this one returns.
+std::vector<size_t> copied(gyreComm_t comm, const char* what, const size_t* values,
+                           const char* name) {
+  if (!values)
+    gyre::fail(gyre::Code::invalid_argument, std::string(what) + ": " + name + " is null");
+  return std::vector<size_t>(values, values + commOf(comm).size());
+}
+
+// Bytes from a buffer's start to the end of its furthest block.
+size_t extentBytes(const char* what, const std::vector<size_t>& counts,
+                   const std::vector<size_t>& displs, gyre::DataType type) {
+  size_t end = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] == 0) continue;
+    if (displs[r] > SIZE_MAX - counts[r]) {
+      gyre::fail(gyre::Code::invalid_argument, std::string(what) + ": displacement overflows");
+    }
+    end = std::max(end, displs[r] + counts[r]);
+  }
+  return bytesOf(what, end, type);
+}
+
+void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
+              std::vector<gyre::StagedBuffer> buffers, gyre::StagedBody body, size_t elems = 0,
+              size_t elemBytes = 0) {
+  if (group.depth > 0) {
+    gyre::fail(gyre::Code::invalid_usage,
+               std::string(what) + ": CUDA streams and device buffers inside gyreGroupStart/" +
+                   "gyreGroupEnd are not supported yet; call it outside the group");
+  }
+  commOf(comm).enqueueOnStream(stream, what, std::move(buffers), std::move(body), elems, elemBytes);
 }
 
 std::mutex serversMutex;
@@ -266,9 +329,18 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                            gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::all_reduce, sendbuff, recvbuff, count, typeOf(datatype),
                      opOf(op));
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const size_t bytes = bytesOf("all_reduce", count, g.type);
+      return streamed(
+          comm, stream, "all_reduce",
+          {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t n) {
+            c.allReduce(s[0], s[1], n, g.type, g.op);
+          },
+          count, gyre::dataTypeSize(g.type));
+    }
     if (!deferred(comm, g)) commOf(comm).allReduce(sendbuff, recvbuff, count, g.type, g.op);
   });
 }
@@ -276,8 +348,16 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::all_gather, sendbuff, recvbuff, sendcount, typeOf(datatype));
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const size_t n = size_t(commOf(comm).size());
+      return streamed(comm, stream, "all_gather",
+                      {{sendbuff, bytesOf("all_gather", sendcount, g.type), In, "sendbuff"},
+                       {recvbuff, bytesOf("all_gather", sendcount, g.type, n), Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.allGather(s[0], s[1], sendcount, g.type);
+                      });
+    }
     if (!deferred(comm, g)) commOf(comm).allGather(sendbuff, recvbuff, sendcount, g.type);
   });
 }
@@ -286,9 +366,17 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                                gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::reduce_scatter, sendbuff, recvbuff, recvcount,
                      typeOf(datatype), opOf(op));
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const size_t n = size_t(commOf(comm).size());
+      return streamed(comm, stream, "reduce_scatter",
+                      {{sendbuff, bytesOf("reduce_scatter", recvcount, g.type, n), In, "sendbuff"},
+                       {recvbuff, bytesOf("reduce_scatter", recvcount, g.type), Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.reduceScatter(s[0], s[1], recvcount, g.type, g.op);
+                      });
+    }
     if (!deferred(comm, g)) commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, g.type, g.op);
   });
 }
@@ -297,9 +385,20 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            gyreDataType_t datatype, int root, gyreComm_t comm,
                            gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::broadcast, sendbuff, recvbuff, count, typeOf(datatype));
     g.root = root;
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const bool isRoot = checkedRoot(comm, "broadcast", root);
+      const size_t bytes = bytesOf("broadcast", count, g.type);
+      return streamed(
+          comm, stream, "broadcast",
+          {{isRoot ? sendbuff : nullptr, isRoot ? bytes : 0, In, "sendbuff"},
+           {recvbuff, bytes, Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t n) {
+            c.broadcast(s[0], s[1], n, g.type, root);
+          },
+          count, gyre::dataTypeSize(g.type));
+    }
     if (!deferred(comm, g)) commOf(comm).broadcast(sendbuff, recvbuff, count, g.type, root);
   });
 }
@@ -307,10 +406,21 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
                         gyreRedOp_t op, int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g =
         groupOp(gyre::Collective::reduce, sendbuff, recvbuff, count, typeOf(datatype), opOf(op));
     g.root = root;
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const bool isRoot = checkedRoot(comm, "reduce", root);
+      const size_t bytes = bytesOf("reduce", count, g.type);
+      return streamed(
+          comm, stream, "reduce",
+          {{sendbuff, bytes, In, "sendbuff"},
+           {isRoot ? recvbuff : nullptr, isRoot ? bytes : 0, Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t n) {
+            c.reduce(s[0], s[1], n, g.type, g.op, root);
+          },
+          count, gyre::dataTypeSize(g.type));
+    }
     if (!deferred(comm, g)) commOf(comm).reduce(sendbuff, recvbuff, count, g.type, g.op, root);
   });
 }
@@ -318,8 +428,18 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
 gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
                         int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     const auto type = typeOf(datatype);
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const bool isRoot = checkedRoot(comm, "gather", root);
+      const size_t n = size_t(commOf(comm).size());
+      return streamed(comm, stream, "gather",
+                      {{sendbuff, bytesOf("gather", count, type), In, "sendbuff"},
+                       {isRoot ? recvbuff : nullptr, isRoot ? bytesOf("gather", count, type, n) : 0,
+                        Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.gather(s[0], s[1], count, type, root);
+                      });
+    }
     runOrDefer(comm,
                [=](gyre::Communicator& c) { c.gather(sendbuff, recvbuff, count, type, root); });
   });
@@ -328,8 +448,18 @@ gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count, gyre
 gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
                          gyreDataType_t datatype, int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     const auto type = typeOf(datatype);
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const bool isRoot = checkedRoot(comm, "scatter", root);
+      const size_t n = size_t(commOf(comm).size());
+      return streamed(comm, stream, "scatter",
+                      {{isRoot ? sendbuff : nullptr,
+                        isRoot ? bytesOf("scatter", count, type, n) : 0, In, "sendbuff"},
+                       {recvbuff, bytesOf("scatter", count, type), Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.scatter(s[0], s[1], count, type, root);
+                      });
+    }
     runOrDefer(comm,
                [=](gyre::Communicator& c) { c.scatter(sendbuff, recvbuff, count, type, root); });
   });
@@ -338,8 +468,15 @@ gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
 gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     const auto type = typeOf(datatype);
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const size_t bytes = bytesOf("all_to_all", count, type, size_t(commOf(comm).size()));
+      return streamed(comm, stream, "all_to_all",
+                      {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.allToAll(s[0], s[1], count, type);
+                      });
+    }
     runOrDefer(comm, [=](gyre::Communicator& c) { c.allToAll(sendbuff, recvbuff, count, type); });
   });
 }
@@ -348,8 +485,18 @@ gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbu
                             const size_t* recvcounts, const size_t* displs, gyreDataType_t datatype,
                             gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     const auto type = typeOf(datatype);
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const auto counts = copied(comm, "all_gather_v", recvcounts, "recvcounts");
+      const auto at = copied(comm, "all_gather_v", displs, "displs");
+      return streamed(
+          comm, stream, "all_gather_v",
+          {{sendbuff, bytesOf("all_gather_v", sendcount, type), In, "sendbuff"},
+           {recvbuff, extentBytes("all_gather_v", counts, at, type), InOut, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.allGatherV(s[0], sendcount, s[1], counts.data(), at.data(), type);
+          });
+    }
     runOrDefer(comm, [=](gyre::Communicator& c) {
       c.allGatherV(sendbuff, sendcount, recvbuff, recvcounts, displs, type);
     });
@@ -360,8 +507,19 @@ gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts, const
                            void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                            gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     const auto type = typeOf(datatype);
+    if (onStream(stream, {sendbuff, recvbuff})) {
+      const auto sc = copied(comm, "all_to_all_v", sendcounts, "sendcounts");
+      const auto sd = copied(comm, "all_to_all_v", sdispls, "sdispls");
+      const auto rc = copied(comm, "all_to_all_v", recvcounts, "recvcounts");
+      const auto rd = copied(comm, "all_to_all_v", rdispls, "rdispls");
+      return streamed(comm, stream, "all_to_all_v",
+                      {{sendbuff, extentBytes("all_to_all_v", sc, sd, type), In, "sendbuff"},
+                       {recvbuff, extentBytes("all_to_all_v", rc, rd, type), InOut, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.allToAllV(s[0], sc.data(), sd.data(), s[1], rc.data(), rd.data(), type);
+                      });
+    }
     runOrDefer(comm, [=](gyre::Communicator& c) {
       c.allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, type);
     });
@@ -375,10 +533,17 @@ gyreResult_t gyreBarrier(gyreComm_t comm) {
 gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatype, int peer,
                       gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::send_recv, sendbuff, nullptr, count, typeOf(datatype));
     g.peer = peer;
     g.isSend = true;
+    if (onStream(stream, {sendbuff})) {
+      checkedRoot(comm, "send", peer, "peer");
+      return streamed(comm, stream, "send",
+                      {{sendbuff, bytesOf("send", count, g.type), In, "sendbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.send(s[0], count, g.type, peer);
+                      });
+    }
     if (!deferred(comm, g)) commOf(comm).send(sendbuff, count, g.type, peer);
   });
 }
@@ -386,9 +551,16 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
 gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int peer,
                       gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
-    requireStream(stream);
     auto g = groupOp(gyre::Collective::send_recv, nullptr, recvbuff, count, typeOf(datatype));
     g.peer = peer;
+    if (onStream(stream, {recvbuff})) {
+      checkedRoot(comm, "recv", peer, "peer");
+      return streamed(comm, stream, "recv",
+                      {{recvbuff, bytesOf("recv", count, g.type), Out, "recvbuff"}},
+                      [=](gyre::Communicator& c, const Staged& s, size_t) {
+                        c.recv(s[0], count, g.type, peer);
+                      });
+    }
     if (!deferred(comm, g)) commOf(comm).recv(recvbuff, count, g.type, peer);
   });
 }

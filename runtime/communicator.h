@@ -33,6 +33,23 @@ struct GroupOp {
   std::function<void(Communicator&)> other;
 };
 
+// A buffer of a stream-ordered call on CUDA memory (Communicator::enqueueOnStream).
+struct StagedBuffer {
+  enum Use {
+    in,     // read only
+    out,    // every byte written, none read
+    inOut,  // read, or written only in part (what is not written must come back unchanged)
+  };
+  const void* p = nullptr;
+  size_t bytes = 0;
+  Use use = in;
+  const char* name = "buffer";  // for errors: "sendbuff", "recvbuff"
+};
+// Runs a host call over the staged copies, one pointer per StagedBuffer, in order (null where
+// the buffer is null or empty), for `count` elements (see enqueueOnStream).
+using StagedBody =
+    std::function<void(Communicator&, const std::vector<void*>& staged, size_t count)>;
+
 class Communicator {
  public:
   static std::unique_ptr<Communicator> create(CommConfig config);
@@ -78,6 +95,21 @@ class Communicator {
   // Runs `body` on this communicator's worker thread after every call issued before it; the
   // handle reports when it finished and how. Buffers must outlive the work.
   std::shared_ptr<Work> async(std::function<void(Communicator&)> body);
+
+  // Stream-ordered calls (docs/cuda.md): on the CUDA stream `stream` (a cudaStream_t; null is
+  // the default stream), copies the buffers `body` reads to pinned host memory, then holds the
+  // stream while `body` runs over the copies on the worker thread (in issue order with every
+  // other call), then copies what it wrote back; returns at once. Buffers may be device, pinned,
+  // managed or host memory; they must stay valid until the stream has passed the call. An error
+  // found later poisons the communicator (asyncError) and releases the stream.
+  // Elementwise calls (all_reduce, broadcast, reduce) pass `elems` elements of `elemBytes` that
+  // every buffer holds: large ones then run as a few host calls on consecutive pieces (body
+  // gets each piece's pointers and count) so that copies overlap the host work. Otherwise
+  // body runs once with count = elems.
+  void enqueueOnStream(void* stream, const char* what, std::vector<StagedBuffer> buffers,
+                       StagedBody body, size_t elems = 0, size_t elemBytes = 0);
+  // Pinned host bytes this communicator holds for stream-ordered calls.
+  size_t stagingBytes() const;
 
   // A new communicator of the ranks that passed the same color (>= 0), ordered by key, then
   // by rank here. Every rank calls it; ranks passing a negative color get null. Children meet

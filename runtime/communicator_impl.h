@@ -19,6 +19,7 @@
 namespace gyre {
 
 class Bootstrap;
+class CudaStaging;
 class EventLoop;
 class FailureBoard;
 class StoreServer;
@@ -65,6 +66,11 @@ struct Communicator::Impl {
   std::atomic<bool> abortFlag{false};
   mutable std::mutex poisonMutex;
   Status poison;
+
+  // Stream-ordered calls (stream_calls.cc): staging made on first use. A shared_ptr so that
+  // builds without CUDA need not see the type.
+  std::mutex stagingMutex;
+  std::shared_ptr<CudaStaging> staging;
 
   // The worker thread of async(): started on first use.
   std::mutex queueMutex;

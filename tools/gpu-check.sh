@@ -6,7 +6,9 @@
 #   1. the kernel test (every type and op, bit for bit against the CPU kernels),
 #   2. the same test under compute-sanitizer memcheck and racecheck (quick sizes),
 #   3. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB),
-#   4. collectives given CUDA memory (where the full CMake build configures),
+#   4. collectives on CUDA memory, with each kind of stream wait, and all_reduce on host and
+#      CUDA buffers side by side (where the full CMake build configures, or from
+#      GPU_CHECK_BUILD_DIR),
 # and writes REPORT_DIR/report.md with each step's result and output. Exits non-zero when a
 # step fails. Leaves the GPU's settings alone.
 set -uo pipefail
@@ -48,7 +50,7 @@ failed=0
 step() {
   local name=$1
   shift
-  local log=$report_dir/$(echo "$name" | tr ' /' '__').log
+  local log=$report_dir/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log
   echo "== $name"
   local start=$SECONDS
   "$@" >"$log" 2>&1
@@ -100,14 +102,29 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
   fi
   step "kernel benchmark" "$work/gyre-cuda-kernel-bench" 256 20
   # Collectives on CUDA memory need the whole library, hence its dependencies (libasio-dev,
-  # doctest-dev, libcli11-dev, libssl-dev): run where they are installed, else say so.
-  if cmake -S "$src" -B "$work/full" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_WITH_CUDA=ON \
-    >"$report_dir/full-configure.log" 2>&1; then
-    step "collectives on CUDA memory" bash -c "cmake --build '$work/full' --target cuda_buffer_tests \
-      >/dev/null && '$work/full/tests/cuda_buffer_tests'"
+  # doctest-dev, libcli11-dev, libssl-dev): built here where they are installed, or taken from
+  # GPU_CHECK_BUILD_DIR (a CMake build made elsewhere with CUDA), else said so.
+  full=${GPU_CHECK_BUILD_DIR:-}
+  if [ -z "$full" ] && cmake -S "$src" -B "$work/full" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGYRE_WITH_CUDA=ON >"$report_dir/full-configure.log" 2>&1 &&
+    cmake --build "$work/full" --target cuda_buffer_tests gyre-bench gyre-run \
+      >"$report_dir/full-build.log" 2>&1; then
+    full=$work/full
+  fi
+  if [ -n "$full" ]; then
+    for wait in memop kernel; do
+      step "collectives on CUDA memory ($wait wait)" env GYRE_CUDA_WAIT=$wait \
+        "$full/tests/cuda_buffer_tests"
+    done
+    # The staged path against host buffers, same ranks, same run (shared memory between ranks).
+    for n in 2 4; do
+      step "all_reduce n=$n host vs CUDA buffers" bash -c "for m in '' --cuda; do \
+        '$full/tools/gyre-run' -n $n '$full/tools/gyre-bench' all_reduce -b 8 -e 256M -f 8 \
+        -n 10 -w 3 \$m | grep -v '^\[[1-9]\]' || exit 1; done"
+    done
   else
     echo "not run: collectives on CUDA memory (the full build does not configure here:" \
-      "full-configure.log)" | tee -a "$report"
+      "full-configure.log; or set GPU_CHECK_BUILD_DIR)" | tee -a "$report"
     failed=1
   fi
 fi

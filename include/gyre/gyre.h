@@ -3,7 +3,10 @@
  * Every function returns a gyreResult_t. On failure, gyreGetLastError() returns a message
  * for the calling thread that names the rank and the operation.
  *
- * Buffers: `stream == NULL` means host memory and a blocking call. */
+ * Buffers: host memory with `stream == NULL` means a blocking call. A cudaStream_t, or CUDA
+ * device memory (then NULL is the default stream), means a stream-ordered call: it is enqueued
+ * on the stream and returns; errors found later poison the communicator (see
+ * gyreCommGetAsyncError and docs/cuda.md). */
 #ifndef GYRE_GYRE_H_
 #define GYRE_GYRE_H_
 
@@ -73,7 +76,7 @@ typedef struct {
   char internal[GYRE_UNIQUE_ID_BYTES];
 } gyreUniqueId;
 
-/* Opaque stream handle: a cudaStream_t for device buffers, NULL for host buffers. */
+/* Opaque stream handle: a cudaStream_t for stream-ordered calls, NULL for host buffers. */
 typedef void* gyreStream_t;
 
 GYRE_API int gyreGetVersion(int* version);

@@ -161,58 +161,66 @@ class Comm {
   void deregisterBuffer(void* handle) { check(gyreCommDeregister(comm_, handle)); }
 
   // Typed forms; the raw forms take a gyreDataType_t (f16 and bf16 have no C++ type here).
+  // `stream`: a cudaStream_t for stream-ordered calls on CUDA memory (docs/cuda.md); null with
+  // host buffers means a blocking call.
   template <class T>
-  void allReduce(const T* send, T* recv, size_t count, gyreRedOp_t op = gyreSum) {
-    allReduce(send, recv, count, dataTypeOf<T>(), op);
+  void allReduce(const T* send, T* recv, size_t count, gyreRedOp_t op = gyreSum,
+                 gyreStream_t stream = nullptr) {
+    allReduce(send, recv, count, dataTypeOf<T>(), op, stream);
   }
-  void allReduce(const void* send, void* recv, size_t count, gyreDataType_t type, gyreRedOp_t op) {
-    check(gyreAllReduce(send, recv, count, type, op, comm_, nullptr));
-  }
-  template <class T>
-  void allGather(const T* send, T* recv, size_t sendCount) {
-    allGather(send, recv, sendCount, dataTypeOf<T>());
-  }
-  void allGather(const void* send, void* recv, size_t sendCount, gyreDataType_t type) {
-    check(gyreAllGather(send, recv, sendCount, type, comm_, nullptr));
+  void allReduce(const void* send, void* recv, size_t count, gyreDataType_t type, gyreRedOp_t op,
+                 gyreStream_t stream = nullptr) {
+    check(gyreAllReduce(send, recv, count, type, op, comm_, stream));
   }
   template <class T>
-  void reduceScatter(const T* send, T* recv, size_t recvCount, gyreRedOp_t op = gyreSum) {
-    reduceScatter(send, recv, recvCount, dataTypeOf<T>(), op);
+  void allGather(const T* send, T* recv, size_t sendCount, gyreStream_t stream = nullptr) {
+    allGather(send, recv, sendCount, dataTypeOf<T>(), stream);
+  }
+  void allGather(const void* send, void* recv, size_t sendCount, gyreDataType_t type,
+                 gyreStream_t stream = nullptr) {
+    check(gyreAllGather(send, recv, sendCount, type, comm_, stream));
+  }
+  template <class T>
+  void reduceScatter(const T* send, T* recv, size_t recvCount, gyreRedOp_t op = gyreSum,
+                     gyreStream_t stream = nullptr) {
+    reduceScatter(send, recv, recvCount, dataTypeOf<T>(), op, stream);
   }
   void reduceScatter(const void* send, void* recv, size_t recvCount, gyreDataType_t type,
-                     gyreRedOp_t op) {
-    check(gyreReduceScatter(send, recv, recvCount, type, op, comm_, nullptr));
+                     gyreRedOp_t op, gyreStream_t stream = nullptr) {
+    check(gyreReduceScatter(send, recv, recvCount, type, op, comm_, stream));
   }
   template <class T>
-  void broadcast(const T* send, T* recv, size_t count, int root) {
-    broadcast(send, recv, count, dataTypeOf<T>(), root);
+  void broadcast(const T* send, T* recv, size_t count, int root, gyreStream_t stream = nullptr) {
+    broadcast(send, recv, count, dataTypeOf<T>(), root, stream);
   }
-  void broadcast(const void* send, void* recv, size_t count, gyreDataType_t type, int root) {
-    check(gyreBroadcast(send, recv, count, type, root, comm_, nullptr));
-  }
-  template <class T>
-  void reduce(const T* send, T* recv, size_t count, int root, gyreRedOp_t op = gyreSum) {
-    check(gyreReduce(send, recv, count, dataTypeOf<T>(), op, root, comm_, nullptr));
+  void broadcast(const void* send, void* recv, size_t count, gyreDataType_t type, int root,
+                 gyreStream_t stream = nullptr) {
+    check(gyreBroadcast(send, recv, count, type, root, comm_, stream));
   }
   template <class T>
-  void gather(const T* send, T* recv, size_t count, int root) {
-    check(gyreGather(send, recv, count, dataTypeOf<T>(), root, comm_, nullptr));
+  void reduce(const T* send, T* recv, size_t count, int root, gyreRedOp_t op = gyreSum,
+              gyreStream_t stream = nullptr) {
+    check(gyreReduce(send, recv, count, dataTypeOf<T>(), op, root, comm_, stream));
   }
   template <class T>
-  void scatter(const T* send, T* recv, size_t count, int root) {
-    check(gyreScatter(send, recv, count, dataTypeOf<T>(), root, comm_, nullptr));
+  void gather(const T* send, T* recv, size_t count, int root, gyreStream_t stream = nullptr) {
+    check(gyreGather(send, recv, count, dataTypeOf<T>(), root, comm_, stream));
   }
   template <class T>
-  void allToAll(const T* send, T* recv, size_t count) {
-    check(gyreAllToAll(send, recv, count, dataTypeOf<T>(), comm_, nullptr));
+  void scatter(const T* send, T* recv, size_t count, int root, gyreStream_t stream = nullptr) {
+    check(gyreScatter(send, recv, count, dataTypeOf<T>(), root, comm_, stream));
   }
   template <class T>
-  void send(const T* buf, size_t count, int peer) {
-    check(gyreSend(buf, count, dataTypeOf<T>(), peer, comm_, nullptr));
+  void allToAll(const T* send, T* recv, size_t count, gyreStream_t stream = nullptr) {
+    check(gyreAllToAll(send, recv, count, dataTypeOf<T>(), comm_, stream));
   }
   template <class T>
-  void recv(T* buf, size_t count, int peer) {
-    check(gyreRecv(buf, count, dataTypeOf<T>(), peer, comm_, nullptr));
+  void send(const T* buf, size_t count, int peer, gyreStream_t stream = nullptr) {
+    check(gyreSend(buf, count, dataTypeOf<T>(), peer, comm_, stream));
+  }
+  template <class T>
+  void recv(T* buf, size_t count, int peer, gyreStream_t stream = nullptr) {
+    check(gyreRecv(buf, count, dataTypeOf<T>(), peer, comm_, stream));
   }
   void barrier() { check(gyreBarrier(comm_)); }
 

@@ -1,7 +1,9 @@
 // gyre-bench: nccl-tests style benchmark of one collective over a range of sizes.
 //   gyre-run -n 4 gyre-bench all_reduce -b 8 -e 256M -f 4
 // Columns: size count type redop root time(us) algbw busbw #wrong (time: mean per iteration,
-// the slowest rank's; busbw per nccl-tests' PERFORMANCE.md).
+// the slowest rank's; busbw per nccl-tests' PERFORMANCE.md). With --cuda the buffers are CUDA
+// device memory: the host vectors below hold what is uploaded and what is checked, and the
+// calls go on a stream (synchronized once after each timed loop).
 #include <sys/resource.h>
 
 #include <unistd.h>
@@ -17,6 +19,10 @@
 #include <random>
 #include <sstream>
 #include <vector>
+
+#ifdef GYRE_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "gyre/gyre.h"
 #include "gyre/types.h"
@@ -56,6 +62,7 @@ struct Options {
   int batch = 1;            // all_reduce calls per iteration, on consecutive output slices
   bool group = false;       // inside gyreGroupStart/End
   bool registered = false;  // buffers registered with gyreCommRegister
+  bool cuda = false;        // buffers in CUDA device memory, calls on a stream
 };
 
 [[noreturn]] void die(const char* what, gyreResult_t r) {
@@ -68,6 +75,14 @@ struct Options {
     gyreResult_t r_ = (call);              \
     if (r_ != gyreSuccess) die(#call, r_); \
   } while (0)
+
+#ifdef GYRE_BENCH_CUDA
+void cudaCheck(cudaError_t e) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "gyre-bench: CUDA: %s\n", cudaGetErrorString(e));
+  std::exit(1);
+}
+#endif
 
 size_t parseSize(const std::string& text) {
   char* end = nullptr;
@@ -119,6 +134,9 @@ struct Run {
   int rank, n;
   size_t es;
   std::vector<unsigned char> send, recv, expected;
+  unsigned char* deviceSend = nullptr;  // --cuda: device twins of send and recv
+  unsigned char* deviceRecv = nullptr;
+  void* stream = nullptr;
 
   // Element counts of the send and recv buffers for a row of `bytes`.
   size_t perRank(size_t bytes) const { return std::max<size_t>(1, bytes / es / n); }
@@ -149,19 +167,29 @@ struct Run {
     }
   }
 
-  void* sendPtr(size_t bytes) {
+  void* hostSendPtr(size_t bytes) {
     if (!o.inPlace) return send.data();
     if (o.coll == Coll::all_gather || o.coll == Coll::gather) {
       return recv.data() + size_t(rank) * perRank(bytes) * es;
     }
     return recv.data();
   }
-  void* recvPtr(size_t bytes, int slice = 0) {
+  void* hostRecvPtr(size_t bytes, int slice = 0) {
     if (o.inPlace && (o.coll == Coll::reduce_scatter || o.coll == Coll::scatter)) {
       return recv.data() + size_t(rank) * perRank(bytes) * es;
     }
     return recv.data() + size_t(slice) * recvCount(bytes) * es;
   }
+
+  // The device address of a host-vector address (--cuda), else the address itself.
+  void* onDevice(void* p) {
+    if (!o.cuda) return p;
+    auto* c = static_cast<unsigned char*>(p);
+    if (c >= send.data() && c < send.data() + send.size()) return deviceSend + (c - send.data());
+    return deviceRecv + (c - recv.data());
+  }
+  void* sendPtr(size_t bytes) { return onDevice(hostSendPtr(bytes)); }
+  void* recvPtr(size_t bytes, int slice = 0) { return onDevice(hostRecvPtr(bytes, slice)); }
 
   void once(size_t bytes) {
     const auto t = static_cast<gyreDataType_t>(o.type);
@@ -173,35 +201,35 @@ struct Run {
         if (o.group) CHECK(gyreGroupStart());
         for (int k = 0; k < o.batch; ++k) {
           CHECK(gyreAllReduce(o.inPlace ? recvPtr(bytes, k) : s, recvPtr(bytes, k),
-                              recvCount(bytes), t, op, comm, nullptr));
+                              recvCount(bytes), t, op, comm, stream));
         }
         if (o.group) CHECK(gyreGroupEnd());
         break;
       case Coll::reduce:
-        CHECK(gyreReduce(s, r, recvCount(bytes), t, op, o.root, comm, nullptr));
+        CHECK(gyreReduce(s, r, recvCount(bytes), t, op, o.root, comm, stream));
         break;
       case Coll::gather:
-        CHECK(gyreGather(s, r, perRank(bytes), t, o.root, comm, nullptr));
+        CHECK(gyreGather(s, r, perRank(bytes), t, o.root, comm, stream));
         break;
       case Coll::scatter:
-        CHECK(gyreScatter(s, r, perRank(bytes), t, o.root, comm, nullptr));
+        CHECK(gyreScatter(s, r, perRank(bytes), t, o.root, comm, stream));
         break;
       case Coll::all_to_all:
-        CHECK(gyreAllToAll(s, r, perRank(bytes), t, comm, nullptr));
+        CHECK(gyreAllToAll(s, r, perRank(bytes), t, comm, stream));
         break;
       case Coll::all_gather:
-        CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, nullptr));
+        CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, stream));
         break;
       case Coll::reduce_scatter:
-        CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, nullptr));
+        CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, stream));
         break;
       case Coll::broadcast:
-        CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, nullptr));
+        CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, stream));
         break;
       case Coll::sendrecv:
         CHECK(gyreGroupStart());
-        CHECK(gyreSend(s, sendCount(bytes), t, (rank + 1) % n, comm, nullptr));
-        CHECK(gyreRecv(r, recvCount(bytes), t, (rank + n - 1) % n, comm, nullptr));
+        CHECK(gyreSend(s, sendCount(bytes), t, (rank + 1) % n, comm, stream));
+        CHECK(gyreRecv(r, recvCount(bytes), t, (rank + n - 1) % n, comm, stream));
         CHECK(gyreGroupEnd());
         break;
     }
@@ -218,11 +246,11 @@ struct Run {
     std::memset(recv.data(), 0xA5, recv.size());
     if (o.inPlace && o.coll == Coll::all_reduce) {
       for (int k = 0; k < o.batch; ++k) {
-        fillPeriodic(o.type, recvPtr(bytes, k), sendCount(bytes), period,
+        fillPeriodic(o.type, hostRecvPtr(bytes, k), sendCount(bytes), period,
                      [&](size_t i) { return patternValue(valueOp, rank, n, i); });
       }
     } else {
-      fillPeriodic(o.type, sendPtr(bytes), sendCount(bytes), period,
+      fillPeriodic(o.type, hostSendPtr(bytes), sendCount(bytes), period,
                    [&](size_t i) { return patternValue(valueOp, rank, n, i); });
     }
     if (!withExpected) return;
@@ -273,12 +301,32 @@ struct Run {
     }
   }
 
+  // --cuda: the host vectors to the device, and the results back.
+  void upload() {
+#ifdef GYRE_BENCH_CUDA
+    if (!o.cuda) return;
+    cudaCheck(cudaMemcpy(deviceSend, send.data(), send.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(deviceRecv, recv.data(), recv.size(), cudaMemcpyHostToDevice));
+#endif
+  }
+  void finish() {
+#ifdef GYRE_BENCH_CUDA
+    if (o.cuda) cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+#endif
+  }
+
   // Outputs that only root receives are checked there.
   size_t wrong(size_t bytes) {
+#ifdef GYRE_BENCH_CUDA
+    if (o.cuda) {
+      finish();
+      cudaCheck(cudaMemcpy(recv.data(), deviceRecv, recv.size(), cudaMemcpyDeviceToHost));
+    }
+#endif
     if ((o.coll == Coll::reduce || o.coll == Coll::gather) && rank != o.root) return 0;
     size_t bad = 0;
     for (int k = 0; k < (o.coll == Coll::all_reduce ? o.batch : 1); ++k) {
-      bad += gyre::bench::countMismatches(o.type, recvPtr(bytes, k), expected.data(),
+      bad += gyre::bench::countMismatches(o.type, hostRecvPtr(bytes, k), expected.data(),
                                           recvCount(bytes));
     }
     return bad;
@@ -483,6 +531,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
       ->capture_default_str();
   app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
+  app.add_flag("--cuda", o.cuda,
+               "buffers in CUDA device memory, calls on a CUDA stream (staged through pinned "
+               "host memory; see docs/cuda.md)");
   app.add_flag("--register", o.registered,
                "register the buffers (gyreCommRegister): sends leave straight from them over rdma");
   std::string algorithms;
@@ -529,6 +580,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: --batch needs all_reduce and a value >= 1\n");
     return 2;
   }
+  if (o.cuda && (o.coll == Coll::sendrecv || o.group || !algorithms.empty() || soakSeconds > 0 ||
+                 o.registered)) {
+    std::fprintf(stderr,
+                 "gyre-bench: --cuda takes no sendrecv, --group, --algos, --soak or --register\n");
+    return 2;
+  }
+#ifndef GYRE_BENCH_CUDA
+  if (o.cuda) {
+    std::fprintf(stderr, "gyre-bench: --cuda needs a build with CUDA (GYRE_WITH_CUDA)\n");
+    return 2;
+  }
+#endif
   if (!algorithms.empty()) {
     std::vector<std::string> names;
     std::stringstream list(algorithms);
@@ -552,6 +615,15 @@ int main(int argc, char** argv) {
   run.send.resize(std::max<size_t>(1, run.sendCount(o.maxBytes)) * run.es);
   run.recv.resize(std::max(maxElems, run.sendCount(o.maxBytes)) * run.es * size_t(o.batch));
   run.expected.resize(run.recvCount(o.maxBytes) * run.es);
+#ifdef GYRE_BENCH_CUDA
+  if (o.cuda) {
+    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&run.deviceSend), run.send.size()));
+    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&run.deviceRecv), run.recv.size()));
+    cudaStream_t stream = nullptr;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    run.stream = stream;
+  }
+#endif
   void* handles[2] = {nullptr, nullptr};
   if (o.registered) {
     CHECK(gyreCommRegister(comm, run.send.data(), run.send.size(), &handles[0]));
@@ -561,10 +633,12 @@ int main(int argc, char** argv) {
   if (run.rank == 0) {
     const char* algo = std::getenv("GYRE_ALGO");
     std::printf(
-        "# gyre-bench %s: %d ranks, host buffers, %s, %d iters (%d warm-up), check %s, "
+        "# gyre-bench %s: %d ranks, %s, %s, %d iters (%d warm-up), check %s, "
         "algorithm %s",
-        kCollNames[int(o.coll)], run.n, o.inPlace ? "in place" : "out of place", o.iters, o.warmup,
-        o.check ? "on" : "off", algo && *algo ? algo : "tuned");
+        kCollNames[int(o.coll)], run.n,
+        o.cuda ? "CUDA device buffers on a stream (staged)" : "host buffers",
+        o.inPlace ? "in place" : "out of place", o.iters, o.warmup, o.check ? "on" : "off",
+        algo && *algo ? algo : "tuned");
     if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
     if (o.registered) std::printf(", registered buffers");
     std::printf("\n");
@@ -576,10 +650,13 @@ int main(int argc, char** argv) {
   for (double b = double(o.minBytes); b <= double(o.maxBytes) * 1.0000001; b *= o.factor) {
     const size_t bytes = size_t(b);
     run.prepare(bytes, false);
+    run.upload();
     for (int i = 0; i < o.warmup; ++i) run.once(bytes);
+    run.finish();
     run.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.iters; ++i) run.once(bytes);
+    run.finish();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
         o.iters;
@@ -587,6 +664,7 @@ int main(int argc, char** argv) {
     uint64_t wrong = 0;
     if (o.check) {
       run.prepare(bytes, true);
+      run.upload();
       run.barrier();
       run.once(bytes);
       wrong = run.sumOverRanks(run.wrong(bytes));
@@ -618,5 +696,12 @@ int main(int argc, char** argv) {
   for (void* handle : handles)
     if (handle) CHECK(gyreCommDeregister(comm, handle));
   CHECK(gyreCommDestroy(comm));
+#ifdef GYRE_BENCH_CUDA
+  if (o.cuda) {
+    cudaStreamDestroy(static_cast<cudaStream_t>(run.stream));
+    cudaFree(run.deviceSend);
+    cudaFree(run.deviceRecv);
+  }
+#endif
   return 0;
 }

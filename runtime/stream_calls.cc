@@ -1,0 +1,271 @@
+// Stream-ordered calls on CUDA memory, staged through pinned host memory (docs/cuda.md).
+// On the caller's stream: copies in, an event, a wait for the host, copies out. On the worker
+// thread, in issue order: wait for the event, run the host call over the staging, release the
+// stream. A failure releases every waiting stream and poisons the communicator, so a stream
+// never waits on a call that will not come.
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "runtime/communicator_impl.h"
+#include "runtime/log.h"
+
+#ifdef GYRE_HAVE_CUDA
+#include "runtime/cuda_staging.h"
+#endif
+
+namespace gyre {
+
+#ifdef GYRE_HAVE_CUDA
+
+namespace {
+
+// Overlapping buffers (in place calls) share one staged region, so that the host call sees
+// them overlap exactly as they do on the device.
+struct Region {
+  uintptr_t lo = 0, hi = 0;
+  bool copyIn = false, copyOut = false;
+  size_t offset = 0;  // in the staging block
+};
+
+std::vector<Region> regionsOf(const std::vector<StagedBuffer>& buffers) {
+  std::vector<Region> regions;
+  for (const auto& b : buffers) {
+    if (!b.p || !b.bytes) continue;
+    const auto lo = reinterpret_cast<uintptr_t>(b.p);
+    regions.push_back({lo, lo + b.bytes, b.use != StagedBuffer::out, b.use != StagedBuffer::in});
+  }
+  std::sort(regions.begin(), regions.end(), [](auto& x, auto& y) { return x.lo < y.lo; });
+  std::vector<Region> merged;
+  for (const auto& r : regions) {
+    if (!merged.empty() && r.lo < merged.back().hi) {
+      auto& m = merged.back();
+      // Bytes of an `out` buffer that another buffer also covers may be read: copy in.
+      m.copyIn = m.copyIn || r.copyIn || r.copyOut;
+      m.copyOut = m.copyOut || r.copyOut;
+      m.hi = std::max(m.hi, r.hi);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
+}
+
+// Pieces of at least 4 MiB, at most 8 per call.
+constexpr size_t kMinPieceBytes = size_t(4) << 20;
+constexpr size_t kMaxPieces = 8;
+
+// Whether every pair of buffers is either the same bytes (in place) or disjoint: then a piece
+// of each is a piece of its staged region.
+bool piecewise(const std::vector<StagedBuffer>& buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    for (size_t j = i + 1; j < buffers.size(); ++j) {
+      const auto &x = buffers[i], &y = buffers[j];
+      const bool same = x.p == y.p && x.bytes == y.bytes;
+      if (!same && x.p && y.p && overlaps(x.p, x.bytes, y.p, y.bytes)) return false;
+    }
+  }
+  return true;
+}
+
+// Raises a release word, never lowering it (the worker and a failing enqueue may both write).
+void raiseTo(uint64_t& word, uint64_t value) {
+  std::atomic_ref<uint64_t> a(word);
+  uint64_t seen = a.load(std::memory_order_relaxed);
+  while (seen < value && !a.compare_exchange_weak(seen, value, std::memory_order_release)) {
+  }
+}
+
+std::string cudaText(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// Waits for the copies in, polling: every wait has a deadline, and abort cuts it short.
+Status awaitEvent(cudaEvent_t event, const Communicator::Impl& d, const std::string& what) {
+  const auto start = Clock::now();
+  const auto deadline = start + d.config.timeout;
+  while (true) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return {};
+    if (e != cudaErrorNotReady) {
+      return {Code::system_error,
+              what + ": copying the inputs to pinned memory failed: " + cudaText(e)};
+    }
+    if (d.abortFlag.load()) return {Code::aborted, what + ": aborted"};
+    const auto now = Clock::now();
+    if (now > deadline) {
+      return {Code::timeout, what + ": the CUDA stream did not reach the call within " +
+                                 std::to_string(d.config.timeout.count()) + " ms"};
+    }
+    if (now - start < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+}  // namespace
+
+void Communicator::enqueueOnStream(void* streamHandle, const char* what,
+                                   std::vector<StagedBuffer> buffers, StagedBody body, size_t elems,
+                                   size_t elemBytes) {
+  auto& d = *impl_;
+  const std::string call = d.who() + ": " + what;
+  for (const auto& b : buffers) {
+    if (b.bytes && !b.p) fail(Code::invalid_argument, call + ": " + b.name + " is null");
+  }
+  if (elems && !piecewise(buffers)) {
+    fail(Code::invalid_argument, call + ": sendbuff and recvbuff overlap without being in place");
+  }
+  if (Status s = d.poisoned(); !s.ok()) throw Failure(s);
+  const auto stream = static_cast<cudaStream_t>(streamHandle);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) {
+    fail(Code::invalid_argument, call + ": the stream is not usable: " + cudaText(e));
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    fail(Code::invalid_usage, call + ": the stream is being captured into a CUDA graph, which " +
+                                  "gyre's staged calls cannot join (they need the host at run "
+                                  "time); run the collective outside the capture");
+  }
+
+  auto regions = regionsOf(buffers);
+  size_t total = 0;
+  for (auto& r : regions) {
+    // 256-byte blocks, keeping each buffer's offset within them (CPU kernels vectorise alike).
+    r.offset = (total + 255) / 256 * 256 + r.lo % 256;
+    total = r.offset + (r.hi - r.lo);
+  }
+
+  std::lock_guard lock(d.stagingMutex);  // tickets are queued in the order they are drawn
+  if (!d.staging) d.staging = std::make_shared<CudaStaging>(d.who());
+  CudaStaging& staging = *d.staging;
+  if (const uint64_t late = std::atomic_ref(staging.host()->timedOut).load(); late != 0) {
+    d.setPoison({Code::timeout, call + ": an earlier stream-ordered call (ticket " +
+                                    std::to_string(late) + ") was given up by its stream"});
+    throw Failure(d.poisoned());
+  }
+  CudaStaging::Block& block = staging.acquire(total, d.config.timeout);
+  std::vector<void*> staged;
+  for (const auto& b : buffers) {
+    if (!b.p || !b.bytes) {
+      staged.push_back(const_cast<void*>(b.p));
+      continue;
+    }
+    const auto p = reinterpret_cast<uintptr_t>(b.p);
+    const auto& r = *std::find_if(regions.begin(), regions.end(),
+                                  [&](const Region& x) { return p >= x.lo && p < x.hi; });
+    staged.push_back(block.data + r.offset + (p - r.lo));
+  }
+
+  // Pieces: elementwise calls over large buffers run as several host calls, so that the
+  // copies of one piece overlap the host call of another (every rank cuts the same pieces).
+  size_t pieces = 1, pieceElems = elems;
+  if (elems && elemBytes && elems * elemBytes >= 2 * kMinPieceBytes && piecewise(buffers)) {
+    pieces = std::min<size_t>(kMaxPieces, elems * elemBytes / kMinPieceBytes);
+    pieceElems = (elems + pieces - 1) / pieces;
+    pieces = (elems + pieceElems - 1) / pieceElems;
+  }
+  const auto pieceBytes = [&](size_t k, size_t bytes) {  // [lo, hi) of piece k in a buffer
+    if (pieces == 1) return std::pair<size_t, size_t>{0, bytes};
+    const size_t lo = std::min(bytes, k * pieceElems * elemBytes);
+    return std::pair<size_t, size_t>{lo, std::min(bytes, lo + pieceElems * elemBytes)};
+  };
+
+  std::vector<cudaEvent_t> inputsCopied(pieces, nullptr);
+  // Any CUDA failure from here on leaves the stream in an unknown state: poison, and release
+  // whatever waits.
+  auto check = [&](cudaError_t e, const char* step) {
+    if (e == cudaSuccess) return;
+    for (auto event : inputsCopied)
+      if (event) cudaEventDestroy(event);
+    std::atomic_ref(staging.host()->failed).store(1, std::memory_order_release);
+    raiseTo(staging.host()->released, CudaStaging::kReleaseAll);
+    d.setPoison({Code::system_error, call + ": " + step + " failed: " + cudaText(e)});
+    throw Failure(d.poisoned());
+  };
+  for (size_t k = 0; k < pieces; ++k) {
+    check(cudaEventCreateWithFlags(&inputsCopied[k], cudaEventDisableTiming), "creating an event");
+    for (const auto& r : regions) {
+      const auto [lo, hi] = pieceBytes(k, r.hi - r.lo);
+      if (!r.copyIn || lo == hi) continue;
+      check(cudaMemcpyAsync(block.data + r.offset + lo, reinterpret_cast<void*>(r.lo + lo), hi - lo,
+                            cudaMemcpyDefault, stream),
+            "copying a buffer to pinned memory");
+    }
+    check(cudaEventRecord(inputsCopied[k], stream), "recording an event");
+  }
+  // The stream's own deadline is a backstop: the worker releases it, or fails it, first.
+  const uint64_t limitNs =
+      uint64_t(std::chrono::nanoseconds(d.config.timeout).count()) * 2 + 10'000'000'000ull;
+  const uint64_t firstTicket = staging.nextTicket();
+  for (size_t k = 1; k < pieces; ++k) staging.nextTicket();
+  for (size_t k = 0; k < pieces; ++k) {
+    check(staging.enqueueWait(stream, firstTicket + k, limitNs), "the stream's wait");
+    for (const auto& r : regions) {
+      const auto [lo, hi] = pieceBytes(k, r.hi - r.lo);
+      if (!r.copyOut || lo == hi) continue;
+      check(cudaMemcpyAsync(reinterpret_cast<void*>(r.lo + lo), block.data + r.offset + lo, hi - lo,
+                            cudaMemcpyDefault, stream),
+            "copying a result from pinned memory");
+    }
+  }
+  check(cudaEventRecord(block.released, stream), "recording an event");
+  block.used = true;
+
+  async([&d, call, firstTicket, inputsCopied, staged = std::move(staged), body = std::move(body),
+         signal = staging.host(), pieces, pieceElems, elems, elemBytes](Communicator& c) {
+    Status s;
+    size_t k = 0;
+    for (; k < pieces && s.ok(); ++k) {
+      s = awaitEvent(inputsCopied[k], d, call);
+      if (!s.ok()) break;
+      std::vector<void*> piece = staged;
+      const size_t first = k * pieceElems;
+      if (pieces > 1) {
+        for (auto& p : piece)
+          if (p) p = static_cast<std::byte*>(p) + first * elemBytes;
+      }
+      try {
+        body(c, piece, pieces > 1 ? std::min(pieceElems, elems - first) : elems);
+      } catch (const Failure& f) {
+        s = f.status();
+      } catch (const std::exception& e) {
+        s = {Code::internal, call + ": " + e.what()};
+      }
+      if (s.ok()) raiseTo(signal->released, firstTicket + k);
+    }
+    for (auto event : inputsCopied) cudaEventDestroy(event);
+    if (!s.ok()) {
+      d.setPoison(s);
+      std::atomic_ref(signal->failed).store(firstTicket + k, std::memory_order_release);
+      // Every stream waiting on this communicator goes on (the kernel looks at `failed`, the
+      // stream operation only at `released`).
+      raiseTo(signal->released, CudaStaging::kReleaseAll);
+      throw Failure(s);
+    }
+  });
+}
+
+size_t Communicator::stagingBytes() const {
+  std::lock_guard lock(impl_->stagingMutex);
+  return impl_->staging ? impl_->staging->pinnedBytes() : 0;
+}
+
+#else  // no CUDA in this build
+
+void Communicator::enqueueOnStream(void*, const char* what, std::vector<StagedBuffer>, StagedBody,
+                                   size_t, size_t) {
+  fail(Code::invalid_argument,
+       impl_->who() + ": " + what + ": a CUDA stream or CUDA buffers were given, but this build " +
+           "of gyre has no CUDA support (GYRE_WITH_CUDA=OFF, or no nvcc at build time)");
+}
+
+size_t Communicator::stagingBytes() const {
+  return 0;
+}
+
+#endif
+
+}  // namespace gyre
