@@ -13,9 +13,19 @@ using namespace gyre::api;
 namespace {
 
 // Calls deferred between gyreGroupStart and gyreGroupEnd on this thread.
+using Staged = std::vector<void*>;
+// A stream-ordered call deferred in a group: its buffers, and how to make its GroupOp from
+// their staged copies once the group runs.
+struct StreamOp {
+  gyreComm_t comm;
+  gyreStream_t stream;
+  std::vector<gyre::StagedBuffer> buffers;
+  std::function<gyre::GroupOp(const Staged&)> make;
+};
 struct GroupState {
   int depth = 0;
   std::vector<std::pair<gyreComm_t, gyre::GroupOp>> ops;
+  std::vector<StreamOp> streamOps;
 };
 thread_local GroupState group;
 
@@ -62,7 +72,6 @@ gyre::GroupOp groupOp(gyre::Collective coll, const void* send, void* recv, size_
 
 // --- stream-ordered calls (docs/cuda.md) ---------------------------------------------------
 
-using Staged = std::vector<void*>;
 constexpr auto In = gyre::StagedBuffer::in;
 constexpr auto Out = gyre::StagedBuffer::out;
 constexpr auto InOut = gyre::StagedBuffer::inOut;
@@ -118,15 +127,77 @@ size_t extentBytes(const char* what, const std::vector<size_t>& counts,
   return bytesOf(what, end, type);
 }
 
+// Enqueues a stream-ordered call, or defers it when a group is open: `asGroupOp` makes the
+// GroupOp that fuses and batches (all-reduce, broadcast, reduce, all-gather, reduce-scatter,
+// send, recv); other calls run in the group's place as they are.
 void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
               std::vector<gyre::StagedBuffer> buffers, gyre::StagedBody body, size_t elems = 0,
-              size_t elemBytes = 0) {
+              size_t elemBytes = 0, std::function<gyre::GroupOp(const Staged&)> asGroupOp = {}) {
   if (group.depth > 0) {
-    gyre::fail(gyre::Code::invalid_usage,
-               std::string(what) + ": CUDA streams and device buffers inside gyreGroupStart/" +
-                   "gyreGroupEnd are not supported yet; call it outside the group");
+    commOf(comm);
+    if (!asGroupOp) {
+      asGroupOp = [body, elems](const Staged& staged) {
+        gyre::GroupOp g;
+        g.other = [body, staged, elems](gyre::Communicator& c) { body(c, staged, elems); };
+        return g;
+      };
+    }
+    group.streamOps.push_back({comm, stream, std::move(buffers), std::move(asGroupOp)});
+    return;
   }
   commOf(comm).enqueueOnStream(stream, what, std::move(buffers), std::move(body), elems, elemBytes);
+}
+
+// A GroupOp over staged pointers: send = staged[0], recv = staged[1] (or staged[0] alone for a
+// receive).
+std::function<gyre::GroupOp(const Staged&)> staging(gyre::GroupOp g) {
+  return [g](const Staged& s) {
+    gyre::GroupOp op = g;
+    if (op.coll == gyre::Collective::send_recv && !op.isSend) {
+      op.recv = s[0];
+    } else {
+      op.send = s[0];
+      if (s.size() > 1) op.recv = s[1];
+    }
+    return op;
+  };
+}
+
+// The stream-ordered calls of a group, per communicator in order of first use: one staged call
+// each, whose host part runs them as a group (fused all-reduces, sends and receives together).
+void runStreamGroup(std::vector<StreamOp> ops) {
+  std::vector<gyreComm_t> order;
+  for (const auto& op : ops)
+    if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
+  for (gyreComm_t comm : order) {
+    std::vector<gyre::StagedBuffer> buffers;
+    std::vector<std::pair<size_t, std::function<gyre::GroupOp(const Staged&)>>> parts;
+    gyreStream_t stream = nullptr;
+    bool first = true;
+    for (auto& op : ops) {
+      if (op.comm != comm) continue;
+      if (!first && op.stream != stream) {
+        gyre::fail(gyre::Code::invalid_usage, "rank " + std::to_string(commOf(comm).rank()) +
+                                                  ": a group's stream-ordered calls on one "
+                                                  "communicator must use one stream");
+      }
+      stream = op.stream;
+      first = false;
+      parts.emplace_back(op.buffers.size(), std::move(op.make));
+      for (auto& b : op.buffers) buffers.push_back(b);
+    }
+    commOf(comm).enqueueOnStream(
+        stream, "group", std::move(buffers),
+        [parts = std::move(parts)](gyre::Communicator& c, const Staged& staged, size_t) {
+          std::vector<gyre::GroupOp> group;
+          size_t at = 0;
+          for (const auto& [n, make] : parts) {
+            group.push_back(make(Staged(staged.begin() + long(at), staged.begin() + long(at + n))));
+            at += n;
+          }
+          c.runGroup(group);
+        });
+  }
 }
 
 }  // namespace
@@ -147,7 +218,7 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.allReduce(s[0], s[1], n, g.type, g.op);
           },
-          count, gyre::dataTypeSize(g.type));
+          count, gyre::dataTypeSize(g.type), staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).allReduce(sendbuff, recvbuff, count, g.type, g.op);
   });
@@ -159,12 +230,14 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
     auto g = groupOp(gyre::Collective::all_gather, sendbuff, recvbuff, sendcount, typeOf(datatype));
     if (onStream(stream, {sendbuff, recvbuff})) {
       const size_t n = size_t(commOf(comm).size());
-      return streamed(comm, stream, "all_gather",
-                      {{sendbuff, bytesOf("all_gather", sendcount, g.type), In, "sendbuff"},
-                       {recvbuff, bytesOf("all_gather", sendcount, g.type, n), Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.allGather(s[0], s[1], sendcount, g.type);
-                      });
+      return streamed(
+          comm, stream, "all_gather",
+          {{sendbuff, bytesOf("all_gather", sendcount, g.type), In, "sendbuff"},
+           {recvbuff, bytesOf("all_gather", sendcount, g.type, n), Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.allGather(s[0], s[1], sendcount, g.type);
+          },
+          0, 0, staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).allGather(sendbuff, recvbuff, sendcount, g.type);
   });
@@ -178,12 +251,14 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                      typeOf(datatype), opOf(op));
     if (onStream(stream, {sendbuff, recvbuff})) {
       const size_t n = size_t(commOf(comm).size());
-      return streamed(comm, stream, "reduce_scatter",
-                      {{sendbuff, bytesOf("reduce_scatter", recvcount, g.type, n), In, "sendbuff"},
-                       {recvbuff, bytesOf("reduce_scatter", recvcount, g.type), Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.reduceScatter(s[0], s[1], recvcount, g.type, g.op);
-                      });
+      return streamed(
+          comm, stream, "reduce_scatter",
+          {{sendbuff, bytesOf("reduce_scatter", recvcount, g.type, n), In, "sendbuff"},
+           {recvbuff, bytesOf("reduce_scatter", recvcount, g.type), Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.reduceScatter(s[0], s[1], recvcount, g.type, g.op);
+          },
+          0, 0, staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, g.type, g.op);
   });
@@ -205,7 +280,7 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.broadcast(s[0], s[1], n, g.type, root);
           },
-          count, gyre::dataTypeSize(g.type));
+          count, gyre::dataTypeSize(g.type), staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).broadcast(sendbuff, recvbuff, count, g.type, root);
   });
@@ -227,7 +302,7 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.reduce(s[0], s[1], n, g.type, g.op, root);
           },
-          count, gyre::dataTypeSize(g.type));
+          count, gyre::dataTypeSize(g.type), staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).reduce(sendbuff, recvbuff, count, g.type, g.op, root);
   });
@@ -346,11 +421,12 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
     g.isSend = true;
     if (onStream(stream, {sendbuff})) {
       checkedRoot(comm, "send", peer, "peer");
-      return streamed(comm, stream, "send",
-                      {{sendbuff, bytesOf("send", count, g.type), In, "sendbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.send(s[0], count, g.type, peer);
-                      });
+      return streamed(
+          comm, stream, "send", {{sendbuff, bytesOf("send", count, g.type), In, "sendbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.send(s[0], count, g.type, peer);
+          },
+          0, 0, staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).send(sendbuff, count, g.type, peer);
   });
@@ -363,11 +439,12 @@ gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int
     g.peer = peer;
     if (onStream(stream, {recvbuff})) {
       checkedRoot(comm, "recv", peer, "peer");
-      return streamed(comm, stream, "recv",
-                      {{recvbuff, bytesOf("recv", count, g.type), Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.recv(s[0], count, g.type, peer);
-                      });
+      return streamed(
+          comm, stream, "recv", {{recvbuff, bytesOf("recv", count, g.type), Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.recv(s[0], count, g.type, peer);
+          },
+          0, 0, staging(g));
     }
     if (!deferred(comm, g)) commOf(comm).recv(recvbuff, count, g.type, peer);
   });
@@ -383,8 +460,25 @@ gyreResult_t gyreGroupEnd(void) {
     if (group.depth == 0)
       gyre::fail(gyre::Code::invalid_usage, "gyreGroupEnd without gyreGroupStart");
     if (--group.depth > 0) return;
+    auto streamOps = std::move(group.streamOps);
+    group.streamOps.clear();
+    for (const auto& op : streamOps) {
+      for (const auto& [comm, hostOp] : group.ops) {
+        if (comm == op.comm) {
+          group.ops.clear();
+          gyre::fail(gyre::Code::invalid_usage,
+                     "a group mixes stream-ordered calls (CUDA memory or a stream) with host "
+                     "calls on one communicator");
+        }
+      }
+    }
     // Every communicator runs its part even when an earlier one failed; the first error wins.
     std::unique_ptr<gyre::Failure> first;
+    try {
+      runStreamGroup(std::move(streamOps));
+    } catch (const gyre::Failure& f) {
+      first = std::make_unique<gyre::Failure>(f);
+    }
     for (auto& [comm, ops] : takeGroup()) {
       try {
         commOf(comm).runGroup(ops);
@@ -405,6 +499,13 @@ gyreResult_t gyreGroupEndAsync(gyreWork_t* work) {
     }
     if (--group.depth > 0) {
       gyre::fail(gyre::Code::invalid_usage, "gyreGroupEndAsync inside a nested group");
+    }
+    if (!group.streamOps.empty()) {
+      group.streamOps.clear();
+      group.ops.clear();
+      gyre::fail(gyre::Code::invalid_usage,
+                 "gyreGroupEndAsync with stream-ordered calls: use gyreGroupEnd, which enqueues "
+                 "them on their stream and returns");
     }
     auto handle = std::make_unique<gyreWork>();
     for (auto& [comm, ops] : takeGroup()) {

@@ -353,6 +353,43 @@ TEST_CASE("large elementwise calls run in pieces that overlap their copies, with
   });
 }
 
+TEST_CASE("a group of stream-ordered calls: fused all-reduces and a two-way exchange") {
+  const int n = 2;
+  Job job(n);
+  const size_t slice = 1000, slices = 8, exchange = size_t(1) << 20;  // 4 MiB each way
+  const gyre::test::Data data{DataType::f32, RedOp::sum, n, gSeed};
+  job.run([&](int r) {
+    gyreComm_t comm = job.comms[r];
+    cudaStream_t s = job.streams[r];
+    DeviceBuffer grads(slice * slices * 4), out(exchange * 4), in(exchange * 4);
+    grads.upload(inputOf(data, r, 0, slice * slices));
+    out.upload(inputOf(data, r, 0, exchange));
+    const int other = 1 - r;
+    OK(gyreGroupStart());
+    for (size_t k = 0; k < slices; ++k) {
+      float* p = reinterpret_cast<float*>(grads.at(k * slice * 4));
+      OK(gyreAllReduce(p, p, slice, gyreFloat32, gyreSum, comm, s));
+    }
+    // Both ranks send first: only moving together, as a group does, lets this through.
+    OK(gyreSend(out.p, exchange, gyreFloat32, other, comm, s));
+    OK(gyreRecv(in.p, exchange, gyreFloat32, other, comm, s));
+    OK(gyreGroupEnd());
+    CUDA_OK(cudaStreamSynchronize(s));
+    checkBytes(grads.download(), 0, expectedOf(data, 0, slice * slices), "grouped all-reduces");
+    checkBytes(in.download(), 0, inputOf(data, other, 0, exchange), "grouped exchange");
+    CHECK(failureOf(comm) == "ok");
+
+    // A group may not mix host and stream-ordered calls on one communicator.
+    float host = 1;
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(&host, &host, 1, gyreFloat32, gyreSum, comm, nullptr));
+    OK(gyreAllReduce(grads.p, grads.p, 1, gyreFloat32, gyreSum, comm, s));
+    CHECK(gyreGroupEnd() == gyreInvalidUsage);
+    CHECK(std::string(gyreGetLastError(nullptr)).find("mixes") != std::string::npos);
+    CHECK(failureOf(comm) == "ok");
+  });
+}
+
 TEST_CASE("a collective is refused inside CUDA graph capture, and the communicator goes on") {
   Job job(2);
   const size_t count = 1000;
