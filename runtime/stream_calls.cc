@@ -16,6 +16,33 @@
 
 namespace gyre {
 
+namespace {
+
+// Whether every pair of buffers is either the same bytes (in place) or disjoint: then a piece
+// of each is a piece of its staged region.
+bool piecewise(const std::vector<StagedBuffer>& buffers) {
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    for (size_t j = i + 1; j < buffers.size(); ++j) {
+      const auto &x = buffers[i], &y = buffers[j];
+      const bool same = x.p == y.p && x.bytes == y.bytes;
+      if (!same && x.p && y.p && overlaps(x.p, x.bytes, y.p, y.bytes)) return false;
+    }
+  }
+  return true;
+}
+
+// Argument errors every build reports alike, before any CUDA work.
+void checkStaged(const std::string& call, const std::vector<StagedBuffer>& buffers, size_t elems) {
+  for (const auto& b : buffers) {
+    if (b.bytes && !b.p) fail(Code::invalid_argument, call + ": " + b.name + " is null");
+  }
+  if (elems && !piecewise(buffers)) {
+    fail(Code::invalid_argument, call + ": sendbuff and recvbuff overlap without being in place");
+  }
+}
+
+}  // namespace
+
 #ifdef GYRE_HAVE_CUDA
 
 namespace {
@@ -54,19 +81,6 @@ std::vector<Region> regionsOf(const std::vector<StagedBuffer>& buffers) {
 // Pieces of at least 4 MiB, at most 8 per call.
 constexpr size_t kMinPieceBytes = size_t(4) << 20;
 constexpr size_t kMaxPieces = 8;
-
-// Whether every pair of buffers is either the same bytes (in place) or disjoint: then a piece
-// of each is a piece of its staged region.
-bool piecewise(const std::vector<StagedBuffer>& buffers) {
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    for (size_t j = i + 1; j < buffers.size(); ++j) {
-      const auto &x = buffers[i], &y = buffers[j];
-      const bool same = x.p == y.p && x.bytes == y.bytes;
-      if (!same && x.p && y.p && overlaps(x.p, x.bytes, y.p, y.bytes)) return false;
-    }
-  }
-  return true;
-}
 
 // Raises a release word, never lowering it (the worker and a failing enqueue may both write).
 void raiseTo(uint64_t& word, uint64_t value) {
@@ -112,12 +126,7 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                    size_t elemBytes) {
   auto& d = *impl_;
   const std::string call = d.who() + ": " + what;
-  for (const auto& b : buffers) {
-    if (b.bytes && !b.p) fail(Code::invalid_argument, call + ": " + b.name + " is null");
-  }
-  if (elems && !piecewise(buffers)) {
-    fail(Code::invalid_argument, call + ": sendbuff and recvbuff overlap without being in place");
-  }
+  checkStaged(call, buffers, elems);
   if (Status s = d.poisoned(); !s.ok()) throw Failure(s);
   const auto stream = static_cast<cudaStream_t>(streamHandle);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -255,11 +264,13 @@ size_t Communicator::stagingBytes() const {
 
 #else  // no CUDA in this build
 
-void Communicator::enqueueOnStream(void*, const char* what, std::vector<StagedBuffer>, StagedBody,
-                                   size_t, size_t) {
-  fail(Code::invalid_argument,
-       impl_->who() + ": " + what + ": a CUDA stream or CUDA buffers were given, but this build " +
-           "of gyre has no CUDA support (GYRE_WITH_CUDA=OFF, or no nvcc at build time)");
+void Communicator::enqueueOnStream(void*, const char* what, std::vector<StagedBuffer> buffers,
+                                   StagedBody, size_t elems, size_t) {
+  const std::string call = impl_->who() + ": " + what;
+  checkStaged(call, buffers, elems);
+  fail(Code::invalid_argument, call + ": a CUDA stream or CUDA buffers were given, but this " +
+                                   "build of gyre has no CUDA support (GYRE_WITH_CUDA=OFF, or " +
+                                   "no nvcc at build time)");
 }
 
 size_t Communicator::stagingBytes() const {

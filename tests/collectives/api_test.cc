@@ -224,3 +224,58 @@ TEST_CASE("async: several calls in flight complete in issue order; wait, test an
   OK(gyreWorkFree(w));
   destroy(comms);
 }
+
+// Stream-ordered calls (docs/cuda.md) check their arguments before any CUDA work, so these run
+// everywhere: the stream handle below is never handed to CUDA.
+TEST_CASE("stream-ordered calls: argument errors are returned at once and poison nothing") {
+  const int n = 2;
+  auto comms = initComms(n);
+  const auto stream = reinterpret_cast<gyreStream_t>(uintptr_t(0x10));
+  const auto other = reinterpret_cast<gyreStream_t>(uintptr_t(0x20));
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    float buf[8] = {};
+    const std::string rank = "rank " + std::to_string(r);
+    auto refused = [&](gyreResult_t got, gyreResult_t want, const std::string& text) {
+      const std::string message = gyreGetLastError(nullptr);
+      CHECK_MESSAGE(got == want, message);
+      CHECK_MESSAGE(message.find(text) != std::string::npos, message);
+    };
+    refused(gyreBroadcast(buf, buf, 4, gyreFloat32, 5, c, stream), gyreInvalidArgument,
+            rank + ": broadcast: root 5 is outside [0, 2)");
+    refused(gyreSend(buf, 4, gyreFloat32, -1, c, stream), gyreInvalidArgument,
+            rank + ": send: peer -1 is outside [0, 2)");
+    refused(gyreAllReduce(nullptr, buf, 4, gyreFloat32, gyreSum, c, stream), gyreInvalidArgument,
+            rank + ": all_reduce: sendbuff is null");
+    refused(gyreAllReduce(buf, buf + 1, 4, gyreFloat32, gyreSum, c, stream), gyreInvalidArgument,
+            "overlap without being in place");
+    refused(gyreAllGatherV(buf, 1, buf, nullptr, nullptr, gyreFloat32, c, stream),
+            gyreInvalidArgument, "recvcounts is null");
+    // Groups: one stream per communicator, no mixing with host calls, no gyreGroupEndAsync.
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, stream));
+    OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, other));
+    refused(gyreGroupEnd(), gyreInvalidUsage, "must use one stream");
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, nullptr));
+    OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, stream));
+    refused(gyreGroupEnd(), gyreInvalidUsage, "mixes stream-ordered calls");
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, stream));
+    gyreWork_t work = nullptr;
+    refused(gyreGroupEndAsync(&work), gyreInvalidUsage, "use gyreGroupEnd");
+    CHECK(work == nullptr);
+#ifndef GYRE_HAVE_CUDA
+    refused(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, stream), gyreInvalidArgument,
+            "no CUDA support");
+#endif
+    // Nothing was poisoned, nothing was left deferred: host calls go on.
+    gyreResult_t async = gyreInternalError;
+    OK(gyreCommGetAsyncError(c, &async));
+    CHECK(async == gyreSuccess);
+    float one = 1;
+    OK(gyreAllReduce(&one, &one, 1, gyreFloat32, gyreSum, c, nullptr));
+    CHECK(one == float(n));
+  });
+  destroy(comms);
+}
