@@ -46,8 +46,8 @@ void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t
                                        std::tuple{recv, recvBytes, "recvbuff"}}) {
     if (bytes && isCudaDeviceMemory(p)) {
       fail(Code::invalid_argument, who() + ": " + what + ": " + name +
-                                       " is CUDA device memory, which collectives do not take "
-                                       "yet (host, pinned or managed memory only; docs/cuda.md)");
+                                       " is CUDA device memory, which the host form cannot "
+                                       "read; use the stream-ordered form (docs/cuda.md)");
     }
   }
   if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
