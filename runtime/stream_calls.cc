@@ -9,6 +9,7 @@
 
 #include "runtime/communicator_impl.h"
 #include "runtime/log.h"
+#include "runtime/staging_plan.h"
 
 #ifdef GYRE_HAVE_CUDA
 #include "runtime/cuda_staging.h"
@@ -17,19 +18,6 @@
 namespace gyre {
 
 namespace {
-
-// Whether every pair of buffers is either the same bytes (in place) or disjoint: then a piece
-// of each is a piece of its staged region.
-bool piecewise(const std::vector<StagedBuffer>& buffers) {
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    for (size_t j = i + 1; j < buffers.size(); ++j) {
-      const auto &x = buffers[i], &y = buffers[j];
-      const bool same = x.p == y.p && x.bytes == y.bytes;
-      if (!same && x.p && y.p && overlaps(x.p, x.bytes, y.p, y.bytes)) return false;
-    }
-  }
-  return true;
-}
 
 // Argument errors every build reports alike, before any CUDA work.
 void checkStaged(const std::string& call, const std::vector<StagedBuffer>& buffers, size_t elems) {
@@ -46,41 +34,6 @@ void checkStaged(const std::string& call, const std::vector<StagedBuffer>& buffe
 #ifdef GYRE_HAVE_CUDA
 
 namespace {
-
-// Overlapping buffers (in place calls) share one staged region, so that the host call sees
-// them overlap exactly as they do on the device.
-struct Region {
-  uintptr_t lo = 0, hi = 0;
-  bool copyIn = false, copyOut = false;
-  size_t offset = 0;  // in the staging block
-};
-
-std::vector<Region> regionsOf(const std::vector<StagedBuffer>& buffers) {
-  std::vector<Region> regions;
-  for (const auto& b : buffers) {
-    if (!b.p || !b.bytes) continue;
-    const auto lo = reinterpret_cast<uintptr_t>(b.p);
-    regions.push_back({lo, lo + b.bytes, b.use != StagedBuffer::out, b.use != StagedBuffer::in});
-  }
-  std::sort(regions.begin(), regions.end(), [](auto& x, auto& y) { return x.lo < y.lo; });
-  std::vector<Region> merged;
-  for (const auto& r : regions) {
-    if (!merged.empty() && r.lo < merged.back().hi) {
-      auto& m = merged.back();
-      // Bytes of an `out` buffer that another buffer also covers may be read: copy in.
-      m.copyIn = m.copyIn || r.copyIn || r.copyOut;
-      m.copyOut = m.copyOut || r.copyOut;
-      m.hi = std::max(m.hi, r.hi);
-    } else {
-      merged.push_back(r);
-    }
-  }
-  return merged;
-}
-
-// Pieces of at least 4 MiB, at most 8 per call.
-constexpr size_t kMinPieceBytes = size_t(4) << 20;
-constexpr size_t kMaxPieces = 8;
 
 // Raises a release word, never lowering it (the worker and a failing enqueue may both write).
 void raiseTo(uint64_t& word, uint64_t value) {
@@ -139,13 +92,8 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                   "time); run the collective outside the capture");
   }
 
-  auto regions = regionsOf(buffers);
-  size_t total = 0;
-  for (auto& r : regions) {
-    // 256-byte blocks, keeping each buffer's offset within them (CPU kernels vectorise alike).
-    r.offset = (total + 255) / 256 * 256 + r.lo % 256;
-    total = r.offset + (r.hi - r.lo);
-  }
+  const StagingPlan plan = planStaging(buffers, elems, elemBytes);
+  const size_t pieces = plan.pieces, pieceElems = plan.pieceElems;
 
   std::lock_guard lock(d.stagingMutex);  // tickets are queued in the order they are drawn
   if (!d.staging) d.staging = std::make_shared<CudaStaging>(d.who());
@@ -155,32 +103,12 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                     std::to_string(late) + ") was given up by its stream"});
     throw Failure(d.poisoned());
   }
-  CudaStaging::Block& block = staging.acquire(total, d.config.timeout);
+  CudaStaging::Block& block = staging.acquire(plan.bytes, d.config.timeout);
   std::vector<void*> staged;
-  for (const auto& b : buffers) {
-    if (!b.p || !b.bytes) {
-      staged.push_back(const_cast<void*>(b.p));
-      continue;
-    }
-    const auto p = reinterpret_cast<uintptr_t>(b.p);
-    const auto& r = *std::find_if(regions.begin(), regions.end(),
-                                  [&](const Region& x) { return p >= x.lo && p < x.hi; });
-    staged.push_back(block.data + r.offset + (p - r.lo));
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const size_t at = plan.bufferOffsets[i];
+    staged.push_back(at == StagingPlan::kNone ? const_cast<void*>(buffers[i].p) : block.data + at);
   }
-
-  // Pieces: elementwise calls over large buffers run as several host calls, so that the
-  // copies of one piece overlap the host call of another (every rank cuts the same pieces).
-  size_t pieces = 1, pieceElems = elems;
-  if (elems && elemBytes && elems * elemBytes >= 2 * kMinPieceBytes && piecewise(buffers)) {
-    pieces = std::min<size_t>(kMaxPieces, elems * elemBytes / kMinPieceBytes);
-    pieceElems = (elems + pieces - 1) / pieces;
-    pieces = (elems + pieceElems - 1) / pieceElems;
-  }
-  const auto pieceBytes = [&](size_t k, size_t bytes) {  // [lo, hi) of piece k in a buffer
-    if (pieces == 1) return std::pair<size_t, size_t>{0, bytes};
-    const size_t lo = std::min(bytes, k * pieceElems * elemBytes);
-    return std::pair<size_t, size_t>{lo, std::min(bytes, lo + pieceElems * elemBytes)};
-  };
 
   std::vector<cudaEvent_t> inputsCopied(pieces, nullptr);
   // Any CUDA failure from here on leaves the stream in an unknown state: poison, and release
@@ -196,8 +124,8 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
   };
   for (size_t k = 0; k < pieces; ++k) {
     check(cudaEventCreateWithFlags(&inputsCopied[k], cudaEventDisableTiming), "creating an event");
-    for (const auto& r : regions) {
-      const auto [lo, hi] = pieceBytes(k, r.hi - r.lo);
+    for (const auto& r : plan.regions) {
+      const auto [lo, hi] = plan.pieceBytes(k, r.hi - r.lo);
       if (!r.copyIn || lo == hi) continue;
       check(cudaMemcpyAsync(block.data + r.offset + lo, reinterpret_cast<void*>(r.lo + lo), hi - lo,
                             cudaMemcpyDefault, stream),
@@ -212,8 +140,8 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
   for (size_t k = 1; k < pieces; ++k) staging.nextTicket();
   for (size_t k = 0; k < pieces; ++k) {
     check(staging.enqueueWait(stream, firstTicket + k, limitNs), "the stream's wait");
-    for (const auto& r : regions) {
-      const auto [lo, hi] = pieceBytes(k, r.hi - r.lo);
+    for (const auto& r : plan.regions) {
+      const auto [lo, hi] = plan.pieceBytes(k, r.hi - r.lo);
       if (!r.copyOut || lo == hi) continue;
       check(cudaMemcpyAsync(reinterpret_cast<void*>(r.lo + lo), block.data + r.offset + lo, hi - lo,
                             cudaMemcpyDefault, stream),
@@ -227,7 +155,7 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
          signal = staging.host(), pieces, pieceElems, elems, elemBytes](Communicator& c) {
     Status s;
     size_t k = 0;
-    for (; k < pieces && s.ok(); ++k) {
+    for (; k < pieces; ++k) {
       s = awaitEvent(inputsCopied[k], d, call);
       if (!s.ok()) break;
       std::vector<void*> piece = staged;
@@ -243,7 +171,8 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
       } catch (const std::exception& e) {
         s = {Code::internal, call + ": " + e.what()};
       }
-      if (s.ok()) raiseTo(signal->released, firstTicket + k);
+      if (!s.ok()) break;
+      raiseTo(signal->released, firstTicket + k);
     }
     for (auto event : inputsCopied) cudaEventDestroy(event);
     if (!s.ok()) {
