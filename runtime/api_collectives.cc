@@ -84,11 +84,17 @@ bool onStream(gyreStream_t stream, std::initializer_list<const void*> buffers) {
                      [](const void* p) { return p && gyre::isCudaDeviceMemory(p); });
 }
 
-size_t bytesOf(const char* what, size_t count, gyre::DataType type, size_t blocks = 1) {
+// "rank R: what", for errors found before the call is enqueued.
+std::string callOf(gyreComm_t comm, const char* what) {
+  return "rank " + std::to_string(commOf(comm).rank()) + ": " + what;
+}
+
+size_t bytesOf(gyreComm_t comm, const char* what, size_t count, gyre::DataType type,
+               size_t blocks = 1) {
   const size_t es = gyre::dataTypeSize(type);
   if (count > SIZE_MAX / es / std::max<size_t>(1, blocks)) {
     gyre::fail(gyre::Code::invalid_argument,
-               std::string(what) + ": count " + std::to_string(count) + " is too large");
+               callOf(comm, what) + ": count " + std::to_string(count) + " is too large");
   }
   return count * es * blocks;
 }
@@ -98,9 +104,9 @@ size_t bytesOf(const char* what, size_t count, gyre::DataType type, size_t block
 bool checkedRoot(gyreComm_t comm, const char* what, int root, const char* role = "root") {
   auto& c = commOf(comm);
   if (root < 0 || root >= c.size()) {
-    gyre::fail(gyre::Code::invalid_argument,
-               "rank " + std::to_string(c.rank()) + ": " + what + ": " + role + " " +
-                   std::to_string(root) + " is outside [0, " + std::to_string(c.size()) + ")");
+    gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": " + role + " " +
+                                                 std::to_string(root) + " is outside [0, " +
+                                                 std::to_string(c.size()) + ")");
   }
   return c.rank() == root;
 }
@@ -109,22 +115,22 @@ bool checkedRoot(gyreComm_t comm, const char* what, int root, const char* role =
 std::vector<size_t> copied(gyreComm_t comm, const char* what, const size_t* values,
                            const char* name) {
   if (!values)
-    gyre::fail(gyre::Code::invalid_argument, std::string(what) + ": " + name + " is null");
+    gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": " + name + " is null");
   return std::vector<size_t>(values, values + commOf(comm).size());
 }
 
 // Bytes from a buffer's start to the end of its furthest block.
-size_t extentBytes(const char* what, const std::vector<size_t>& counts,
+size_t extentBytes(gyreComm_t comm, const char* what, const std::vector<size_t>& counts,
                    const std::vector<size_t>& displs, gyre::DataType type) {
   size_t end = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     if (counts[r] == 0) continue;
     if (displs[r] > SIZE_MAX - counts[r]) {
-      gyre::fail(gyre::Code::invalid_argument, std::string(what) + ": displacement overflows");
+      gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": displacement overflows");
     }
     end = std::max(end, displs[r] + counts[r]);
   }
-  return bytesOf(what, end, type);
+  return bytesOf(comm, what, end, type);
 }
 
 // Enqueues a stream-ordered call, or defers it when a group is open: `asGroupOp` makes the
@@ -211,7 +217,7 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     auto g = groupOp(gyre::Collective::all_reduce, sendbuff, recvbuff, count, typeOf(datatype),
                      opOf(op));
     if (onStream(stream, {sendbuff, recvbuff})) {
-      const size_t bytes = bytesOf("all_reduce", count, g.type);
+      const size_t bytes = bytesOf(comm, "all_reduce", count, g.type);
       return streamed(
           comm, stream, "all_reduce",
           {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
@@ -232,8 +238,8 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
       const size_t n = size_t(commOf(comm).size());
       return streamed(
           comm, stream, "all_gather",
-          {{sendbuff, bytesOf("all_gather", sendcount, g.type), In, "sendbuff"},
-           {recvbuff, bytesOf("all_gather", sendcount, g.type, n), Out, "recvbuff"}},
+          {{sendbuff, bytesOf(comm, "all_gather", sendcount, g.type), In, "sendbuff"},
+           {recvbuff, bytesOf(comm, "all_gather", sendcount, g.type, n), Out, "recvbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.allGather(s[0], s[1], sendcount, g.type);
           },
@@ -253,8 +259,8 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
       const size_t n = size_t(commOf(comm).size());
       return streamed(
           comm, stream, "reduce_scatter",
-          {{sendbuff, bytesOf("reduce_scatter", recvcount, g.type, n), In, "sendbuff"},
-           {recvbuff, bytesOf("reduce_scatter", recvcount, g.type), Out, "recvbuff"}},
+          {{sendbuff, bytesOf(comm, "reduce_scatter", recvcount, g.type, n), In, "sendbuff"},
+           {recvbuff, bytesOf(comm, "reduce_scatter", recvcount, g.type), Out, "recvbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.reduceScatter(s[0], s[1], recvcount, g.type, g.op);
           },
@@ -272,7 +278,7 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     g.root = root;
     if (onStream(stream, {sendbuff, recvbuff})) {
       const bool isRoot = checkedRoot(comm, "broadcast", root);
-      const size_t bytes = bytesOf("broadcast", count, g.type);
+      const size_t bytes = bytesOf(comm, "broadcast", count, g.type);
       return streamed(
           comm, stream, "broadcast",
           {{isRoot ? sendbuff : nullptr, isRoot ? bytes : 0, In, "sendbuff"},
@@ -294,7 +300,7 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
     g.root = root;
     if (onStream(stream, {sendbuff, recvbuff})) {
       const bool isRoot = checkedRoot(comm, "reduce", root);
-      const size_t bytes = bytesOf("reduce", count, g.type);
+      const size_t bytes = bytesOf(comm, "reduce", count, g.type);
       return streamed(
           comm, stream, "reduce",
           {{sendbuff, bytes, In, "sendbuff"},
@@ -316,9 +322,9 @@ gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count, gyre
       const bool isRoot = checkedRoot(comm, "gather", root);
       const size_t n = size_t(commOf(comm).size());
       return streamed(comm, stream, "gather",
-                      {{sendbuff, bytesOf("gather", count, type), In, "sendbuff"},
-                       {isRoot ? recvbuff : nullptr, isRoot ? bytesOf("gather", count, type, n) : 0,
-                        Out, "recvbuff"}},
+                      {{sendbuff, bytesOf(comm, "gather", count, type), In, "sendbuff"},
+                       {isRoot ? recvbuff : nullptr,
+                        isRoot ? bytesOf(comm, "gather", count, type, n) : 0, Out, "recvbuff"}},
                       [=](gyre::Communicator& c, const Staged& s, size_t) {
                         c.gather(s[0], s[1], count, type, root);
                       });
@@ -337,8 +343,8 @@ gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
       const size_t n = size_t(commOf(comm).size());
       return streamed(comm, stream, "scatter",
                       {{isRoot ? sendbuff : nullptr,
-                        isRoot ? bytesOf("scatter", count, type, n) : 0, In, "sendbuff"},
-                       {recvbuff, bytesOf("scatter", count, type), Out, "recvbuff"}},
+                        isRoot ? bytesOf(comm, "scatter", count, type, n) : 0, In, "sendbuff"},
+                       {recvbuff, bytesOf(comm, "scatter", count, type), Out, "recvbuff"}},
                       [=](gyre::Communicator& c, const Staged& s, size_t) {
                         c.scatter(s[0], s[1], count, type, root);
                       });
@@ -353,7 +359,7 @@ gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
   return guarded([&] {
     const auto type = typeOf(datatype);
     if (onStream(stream, {sendbuff, recvbuff})) {
-      const size_t bytes = bytesOf("all_to_all", count, type, size_t(commOf(comm).size()));
+      const size_t bytes = bytesOf(comm, "all_to_all", count, type, size_t(commOf(comm).size()));
       return streamed(comm, stream, "all_to_all",
                       {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
                       [=](gyre::Communicator& c, const Staged& s, size_t) {
@@ -374,8 +380,8 @@ gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbu
       const auto at = copied(comm, "all_gather_v", displs, "displs");
       return streamed(
           comm, stream, "all_gather_v",
-          {{sendbuff, bytesOf("all_gather_v", sendcount, type), In, "sendbuff"},
-           {recvbuff, extentBytes("all_gather_v", counts, at, type), InOut, "recvbuff"}},
+          {{sendbuff, bytesOf(comm, "all_gather_v", sendcount, type), In, "sendbuff"},
+           {recvbuff, extentBytes(comm, "all_gather_v", counts, at, type), InOut, "recvbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.allGatherV(s[0], sendcount, s[1], counts.data(), at.data(), type);
           });
@@ -396,12 +402,13 @@ gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts, const
       const auto sd = copied(comm, "all_to_all_v", sdispls, "sdispls");
       const auto rc = copied(comm, "all_to_all_v", recvcounts, "recvcounts");
       const auto rd = copied(comm, "all_to_all_v", rdispls, "rdispls");
-      return streamed(comm, stream, "all_to_all_v",
-                      {{sendbuff, extentBytes("all_to_all_v", sc, sd, type), In, "sendbuff"},
-                       {recvbuff, extentBytes("all_to_all_v", rc, rd, type), InOut, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.allToAllV(s[0], sc.data(), sd.data(), s[1], rc.data(), rd.data(), type);
-                      });
+      return streamed(
+          comm, stream, "all_to_all_v",
+          {{sendbuff, extentBytes(comm, "all_to_all_v", sc, sd, type), In, "sendbuff"},
+           {recvbuff, extentBytes(comm, "all_to_all_v", rc, rd, type), InOut, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.allToAllV(s[0], sc.data(), sd.data(), s[1], rc.data(), rd.data(), type);
+          });
     }
     runOrDefer(comm, [=](gyre::Communicator& c) {
       c.allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, type);
@@ -422,7 +429,7 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
     if (onStream(stream, {sendbuff})) {
       checkedRoot(comm, "send", peer, "peer");
       return streamed(
-          comm, stream, "send", {{sendbuff, bytesOf("send", count, g.type), In, "sendbuff"}},
+          comm, stream, "send", {{sendbuff, bytesOf(comm, "send", count, g.type), In, "sendbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.send(s[0], count, g.type, peer);
           },
@@ -440,7 +447,7 @@ gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int
     if (onStream(stream, {recvbuff})) {
       checkedRoot(comm, "recv", peer, "peer");
       return streamed(
-          comm, stream, "recv", {{recvbuff, bytesOf("recv", count, g.type), Out, "recvbuff"}},
+          comm, stream, "recv", {{recvbuff, bytesOf(comm, "recv", count, g.type), Out, "recvbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.recv(s[0], count, g.type, peer);
           },

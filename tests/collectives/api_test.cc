@@ -250,7 +250,7 @@ TEST_CASE("stream-ordered calls: argument errors are returned at once and poison
     refused(gyreAllReduce(buf, buf + 1, 4, gyreFloat32, gyreSum, c, stream), gyreInvalidArgument,
             "overlap without being in place");
     refused(gyreAllGatherV(buf, 1, buf, nullptr, nullptr, gyreFloat32, c, stream),
-            gyreInvalidArgument, "recvcounts is null");
+            gyreInvalidArgument, rank + ": all_gather_v: recvcounts is null");
     // Groups: one stream per communicator, no mixing with host calls, no gyreGroupEndAsync.
     OK(gyreGroupStart());
     OK(gyreAllReduce(buf, buf, 4, gyreFloat32, gyreSum, c, stream));
