@@ -12,23 +12,25 @@
 
 namespace gyre {
 
-namespace {
-
 std::string cudaText(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-// Waits for `event`, at most until `deadline`; true when it completed.
-bool completedBy(cudaEvent_t event, std::chrono::steady_clock::time_point deadline) {
+cudaError_t pollEvent(cudaEvent_t event, std::chrono::steady_clock::time_point deadline,
+                      const std::atomic<bool>* abort) {
+  const auto start = std::chrono::steady_clock::now();
   while (true) {
     const cudaError_t e = cudaEventQuery(event);
-    if (e != cudaErrorNotReady) return e == cudaSuccess;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (e != cudaErrorNotReady) return e;
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline || (abort && abort->load())) return cudaErrorNotReady;
+    if (now - start < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 }
-
-}  // namespace
 
 CudaStaging::CudaStaging(std::string who) : who_(std::move(who)) {
   if (cudaError_t e = cuda::loadWaitForHost(); e != cudaSuccess) {
@@ -93,7 +95,7 @@ CudaStaging::~CudaStaging() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   bool allDone = true;
   for (auto& b : blocks_) {
-    if (b->used && !completedBy(b->released, deadline)) {
+    if (b->used && pollEvent(b->released, deadline) != cudaSuccess) {
       allDone = false;
       GYRE_LOG(warn, who_ + ": destroy: a CUDA stream still uses " + std::to_string(b->capacity) +
                          " B of staging; leaving it allocated");
@@ -122,7 +124,8 @@ CudaStaging::Block& CudaStaging::acquire(size_t bytes, std::chrono::milliseconds
   if (!freeFit && oldestBusy && (busyFitting >= kMaxInFlight || pinnedBytes() >= kSoftLimit)) {
     // Earlier calls of this rank finish without this thread (peers, streams and the worker
     // move them), so waiting here cannot deadlock.
-    if (!completedBy(oldestBusy->released, std::chrono::steady_clock::now() + timeout)) {
+    if (pollEvent(oldestBusy->released, std::chrono::steady_clock::now() + timeout) !=
+        cudaSuccess) {
       fail(Code::timeout, who_ + ": no pinned staging came free within " +
                               std::to_string(timeout.count()) +
                               " ms (an earlier stream-ordered "

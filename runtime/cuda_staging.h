@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,15 @@
 #include "kernels/cuda/host_wait.h"
 
 namespace gyre {
+
+// "cudaErrorX (what it means)", for messages.
+std::string cudaText(cudaError_t e);
+
+// Polls `event` (CUDA events have no timed wait) until it completes, `deadline` passes or
+// `abort` is set: cudaSuccess, the error the event's work ended with, or cudaErrorNotReady when
+// cut short. Yields for the first 200 µs, then sleeps 20 µs between looks.
+cudaError_t pollEvent(cudaEvent_t event, std::chrono::steady_clock::time_point deadline,
+                      const std::atomic<bool>* abort = nullptr);
 
 class CudaStaging {
  public:

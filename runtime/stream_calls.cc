@@ -5,7 +5,6 @@
 // never waits on a call that will not come.
 #include <algorithm>
 #include <atomic>
-#include <thread>
 
 #include "runtime/communicator_impl.h"
 #include "runtime/log.h"
@@ -43,33 +42,16 @@ void raiseTo(uint64_t& word, uint64_t value) {
   }
 }
 
-std::string cudaText(cudaError_t e) {
-  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
-}
-
-// Waits for the copies in, polling: every wait has a deadline, and abort cuts it short.
 Status awaitEvent(cudaEvent_t event, const Communicator::Impl& d, const std::string& what) {
-  const auto start = Clock::now();
-  const auto deadline = start + d.config.timeout;
-  while (true) {
-    const cudaError_t e = cudaEventQuery(event);
-    if (e == cudaSuccess) return {};
-    if (e != cudaErrorNotReady) {
-      return {Code::system_error,
-              what + ": copying the inputs to pinned memory failed: " + cudaText(e)};
-    }
-    if (d.abortFlag.load()) return {Code::aborted, what + ": aborted"};
-    const auto now = Clock::now();
-    if (now > deadline) {
-      return {Code::timeout, what + ": the CUDA stream did not reach the call within " +
-                                 std::to_string(d.config.timeout.count()) + " ms"};
-    }
-    if (now - start < std::chrono::microseconds(200)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+  const cudaError_t e = pollEvent(event, Clock::now() + d.config.timeout, &d.abortFlag);
+  if (e == cudaSuccess) return {};
+  if (e != cudaErrorNotReady) {
+    return {Code::system_error,
+            what + ": copying the inputs to pinned memory failed: " + cudaText(e)};
   }
+  if (d.abortFlag.load()) return {Code::aborted, what + ": aborted"};
+  return {Code::timeout, what + ": the CUDA stream did not reach the call within " +
+                             std::to_string(d.config.timeout.count()) + " ms"};
 }
 
 }  // namespace
