@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The tuner's pick against every forced algorithm, per collective, n and size. One process per
 # collective and n holds a communicator per algorithm and measures them in turn at each size
-# (gyre-bench --algos), so all candidates meet the same machine state; times are medians of
-# --rounds rounds. Prints markdown tables with tuned/best.
-#   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS] [-c COLLS]
+# (gyre-bench --algos), so all candidates meet the same machine state; a process reports
+# medians of ROUNDS rounds. Where ranks outnumber cores, where the scheduler puts them changes
+# from process to process and reorders close candidates, so -p runs PROCS processes and shows
+# the median of their medians. Prints markdown tables with the pick and pick/best.
+#   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS]
+#                              [-p PROCS] [-c COLLS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${GYRE_BIN:-$here/../../build/tools}
-ranks=2,4,8 minb=8 maxb=16M factor=8 iters=20 rounds=5
+ranks=2,4,8 minb=8 maxb=16M factor=8 iters=20 rounds=5 procs=1
 colls=all_reduce,all_gather,broadcast,reduce
-while getopts "r:b:e:f:n:k:c:h" opt; do
+while getopts "r:b:e:f:n:k:p:c:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; f) factor=$OPTARG ;;
-    n) iters=$OPTARG ;; k) rounds=$OPTARG ;; c) colls=$OPTARG ;;
-    *) sed -n '2,7p' "$0"; exit 0 ;;
+    n) iters=$OPTARG ;; k) rounds=$OPTARG ;; p) procs=$OPTARG ;; c) colls=$OPTARG ;;
+    *) sed -n '2,9p' "$0"; exit 0 ;;
   esac
 done
 algos_of() {
@@ -22,16 +25,61 @@ algos_of() {
     broadcast|reduce) echo "ring,tree" ;; *) echo "ring" ;;
   esac
 }
-echo "# tuner check: gyre-bench --algos, time (us), medians of $rounds rounds of $iters iterations;" \
-  "$(date -u +%F), $(nproc) cores"
+echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
+  "$iters iterations, then the median over $procs process(es); $(date -u +%F), $(nproc) cores," \
+  "transport ${GYRE_TRANSPORT:-auto}"
+echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log); pick/best: that algorithm's time over" \
+  "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 for n in ${ranks//,/ }; do
   for coll in ${colls//,/ }; do
     algos=$(algos_of "$coll")
-    printf "\n## %s, n=%s\n| bytes | %s | tuned | tuned/best |\n|---:|" "$coll" "$n" "${algos//,/ | }"
-    for _ in ${algos//,/ } tuned x; do printf -- "---:|"; done
+    printf "\n## %s, n=%s\n| bytes | %s | tuned | pick | pick/best | tuned/best |\n|---:|" \
+      "$coll" "$n" "${algos//,/ | }"
+    for _ in ${algos//,/ } tuned pick x y; do printf -- "---:|"; done
     echo
-    "$bin/gyre-run" -n "$n" --no-prefix "$bin/gyre-bench" "$coll" --algos "$algos,tuned" \
-      -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 --rounds "$rounds" |
-      awk '!/^#/ { if ($NF != 0) { print "WRONG"; exit 1 } line = "|"; for (i = 1; i < NF; i++) line = line " " $i " |"; print line }'
+    : >"$work/rows"
+    for ((p = 0; p < procs; p++)); do
+      GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --no-prefix "$bin/gyre-bench" "$coll" \
+        --algos "$algos,tuned" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
+        --rounds "$rounds" 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
+      grep -v '^#' "$work/out" >>"$work/rows"
+    done
+    # Rank 0's log names each pick: "rank 0: <coll> of <bytes> B at n=<n>: <algo> (predicted ...".
+    awk -v coll="$coll" -v algos="$algos" '
+      function median(list,   v, m, i, j, t) {
+        m = split(list, v, " ")
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+          t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+        }
+        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+      }
+      FILENAME ~ /log$/ {
+        if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: [a-z]+ \\(predicted")) {
+          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9]
+        }
+        next
+      }
+      {
+        if ($NF != 0) { print "WRONG: " $0; bad = 1; exit 1 }
+        if (!($1 in seen)) { seen[$1] = 1; order[++rows] = $1 }
+        for (i = 2; i < NF - 1; i++) t[$1, i] = t[$1, i] " " $i
+      }
+      END {
+        if (bad) exit 1
+        k = split(algos, name, ",")
+        for (r = 1; r <= rows; r++) {
+          b = order[r]; best = 1e300; chosen = -1; line = "| " b " |"
+          for (i = 2; i <= k + 2; i++) {
+            m[i] = median(t[b, i]); line = line sprintf(" %.2f |", m[i])
+            if (i <= k + 1 && m[i] < best) best = m[i]
+            if (i <= k + 1 && name[i - 1] == pick[b]) chosen = m[i]
+          }
+          p = (b in pick) ? pick[b] : "?"
+          printf "%s %s | %s | %.2f |\n", line, p, chosen < 0 ? "-" : sprintf("%.2f", chosen / best),
+            m[k + 2] / best
+        }
+      }' "$work/log" "$work/rows"
   done
 done
