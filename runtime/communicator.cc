@@ -187,7 +187,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
                       });
   tuner = std::make_unique<Tuner>(
       allShm ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(coresPerRank(peers)),
-      config.algorithm, size_t(config.nSlots / 2) * config.slotBytes);
+      config.algorithm, size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.

@@ -20,6 +20,9 @@ constexpr double kShmAlphaUs = 1.0;
 constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
 constexpr double kShmBetaBytesUs = 8000.0;
 constexpr double kShmWholeBufferStep = 0.7;
+// Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores;
+// fitted to n = 4 and 8 on 2 cores (docs/tuning.md).
+constexpr double kShmSleepingWholeBufferStep = 1.3;
 constexpr double kShmExtraPassBytes = 2.0;
 
 double log2Ceil(int n) {
@@ -46,8 +49,8 @@ const char* algorithmName(Algorithm a) {
   return "?";
 }
 
-Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes)
-    : link_(link), chunkBytes_(chunkBytes) {
+Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes)
+    : link_(link), chunkBytes_(chunkBytes), slotBytes_(slotBytes) {
   if (forced.empty() || forced == "auto") return;
   forced_ = true;
   if (forced == "ring") {
@@ -74,8 +77,8 @@ int Tuner::channels(size_t bytes) const {
 }
 
 LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
-  return {ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs, kShmWholeBufferStep,
-          kShmExtraPassBytes};
+  return {ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
+          ranksHaveCores ? kShmWholeBufferStep : kShmSleepingWholeBufferStep, kShmExtraPassBytes};
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
@@ -111,17 +114,24 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::doubling) steps = lg, factor = link_.extraPassBytes * (nn - 1) / nn;
       break;
     case Collective::broadcast:
-    case Collective::reduce:
+    case Collective::reduce: {
+      // Both forward slot by slot: the last rank starts a slot's worth (or the whole of a
+      // smaller message) after each hop before it, the chain's n - 2 hops against the tree's
+      // depth - 1. Then the tree streams nearly as well as the chain (measured at n = 4 and 8:
+      // within 5% for broadcast, 20% for reduce, at 16 MiB).
+      const double fill = std::min(b, double(slotBytes_)) / std::max(b, 1.0);
       // The ring broadcast ends with a marker back to root: one step more.
-      if (a == Algorithm::ring) steps = coll == Collective::broadcast ? nn : nn - 1, factor = 1;
-      // The binomial tree forwards slot by slot, so it streams nearly as well as the chain
-      // (measured at n = 4 and 8: within 5% for broadcast, 20% for reduce, at 16 MiB).
+      if (a == Algorithm::ring) {
+        steps = coll == Collective::broadcast ? nn : nn - 1;
+        factor = 1 + (nn - 2) * fill;
+      }
       // The broadcast's markers climb back to root: twice the depth.
       if (a == Algorithm::tree) {
         steps = coll == Collective::broadcast ? 2 * lg : lg;
-        factor = coll == Collective::broadcast ? 1.05 : 1.2;
+        factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
       }
       break;
+    }
     case Collective::reduce_scatter:
     case Collective::gather:
     case Collective::scatter:

@@ -40,8 +40,9 @@ class Tuner {
  public:
   // `forced`: "" or "auto" (choose), "ring", "tree" or "rd"; anything else throws
   // InvalidArgument.
-  // `chunkBytes`: the data a round puts on a link (half a link's slots).
-  Tuner(LinkCost link, const std::string& forced, size_t chunkBytes);
+  // `chunkBytes`: the data a round puts on a link (half a link's slots); `slotBytes`: one slot,
+  // the unit a chain forwards (a hop passes a slot on before the next one arrives).
+  Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes);
   static constexpr int kMaxAutoChannels = 4;
   // A channel past the first costs a thread per call: it must carry at least this much.
   static constexpr size_t kBytesPerExtraChannel = size_t(2) << 20;
@@ -69,6 +70,7 @@ class Tuner {
  private:
   LinkCost link_;
   size_t chunkBytes_;
+  size_t slotBytes_;
   bool forced_ = false;
   Algorithm forcedAlgorithm_ = Algorithm::ring;
 };

@@ -8,10 +8,11 @@ using namespace gyre;
 
 namespace {
 const size_t kChunk = 512 * 1024;
-}
+const size_t kSlot = 128 * 1024;
+}  // namespace
 
 TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for large ones") {
-  const Tuner t(Tuner::tcpLoopback(), "", kChunk);
+  const Tuner t(Tuner::tcpLoopback(), "", kChunk, kSlot);
   for (int n : {2, 3, 4, 8}) {
     CAPTURE(n);
     CHECK(t.choose(Collective::all_reduce, 8, n).algorithm == Algorithm::doubling);
@@ -31,22 +32,22 @@ TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for lar
 }
 
 TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only there") {
-  const Tuner tree(Tuner::tcpLoopback(), "tree", kChunk);
+  const Tuner tree(Tuner::tcpLoopback(), "tree", kChunk, kSlot);
   CHECK(tree.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::tree);
   CHECK(tree.choose(Collective::broadcast, 64 << 20, 4).algorithm == Algorithm::tree);
   const Choice rs = tree.choose(Collective::reduce_scatter, 8, 4);
   CHECK(rs.algorithm == Algorithm::ring);
   CHECK(tree.explain(rs, Collective::reduce_scatter, 8, 4)
             .find("does not implement reduce_scatter") != std::string::npos);
-  const Tuner rd(Tuner::tcpLoopback(), "rd", kChunk);
+  const Tuner rd(Tuner::tcpLoopback(), "rd", kChunk, kSlot);
   CHECK(rd.choose(Collective::all_reduce, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::all_gather, 64 << 20, 8).algorithm == Algorithm::doubling);
-  CHECK_THROWS_AS(Tuner(Tuner::tcpLoopback(), "fastest", kChunk), Failure);
+  CHECK_THROWS_AS(Tuner(Tuner::tcpLoopback(), "fastest", kChunk, kSlot), Failure);
 }
 
 TEST_CASE("over shared memory the doubling's whole-buffer steps cost less than over tcp") {
-  const Tuner shm(Tuner::sharedMemory(true), "", kChunk);
-  const Tuner tcp(Tuner::tcpLoopback(), "", kChunk);
+  const Tuner shm(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
   // Two ranks: one exchange of the whole buffer beats the ring's two halves at every size
   // measured over shared memory; over tcp only small messages go that way.
   CHECK(shm.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::doubling);
@@ -62,18 +63,49 @@ TEST_CASE("over shared memory the doubling's whole-buffer steps cost less than o
 TEST_CASE("tcp rings per call: one per core each rank has to itself, each carrying 2 MiB") {
   const size_t mib = size_t(1) << 20;
   // Ranks that share their cores (this machine: 2 ranks, 2 cores) get one ring at any size.
-  const Tuner shared(Tuner::tcpLoopback(1), "", kChunk);
+  const Tuner shared(Tuner::tcpLoopback(1), "", kChunk, kSlot);
   CHECK(shared.channels(8) == 1);
   CHECK(shared.channels(size_t(1) << 30) == 1);
   // Eight cores a rank: more rings as the message grows, never more than four.
-  const Tuner roomy(Tuner::tcpLoopback(8), "", kChunk);
+  const Tuner roomy(Tuner::tcpLoopback(8), "", kChunk, kSlot);
   CHECK(roomy.channels(8) == 1);
   CHECK(roomy.channels(2 * mib) == 1);
   CHECK(roomy.channels(4 * mib) == 2);
   CHECK(roomy.channels(6 * mib) == 3);
   CHECK(roomy.channels(size_t(1) << 30) == Tuner::kMaxAutoChannels);
-  CHECK(Tuner(Tuner::tcpLoopback(3), "", kChunk).channels(size_t(1) << 30) == 3);
-  CHECK(Tuner(Tuner::tcpLoopback(0), "", kChunk).channels(size_t(1) << 30) == 1);
+  CHECK(Tuner(Tuner::tcpLoopback(3), "", kChunk, kSlot).channels(size_t(1) << 30) == 3);
+  CHECK(Tuner(Tuner::tcpLoopback(0), "", kChunk, kSlot).channels(size_t(1) << 30) == 1);
   // Shared memory is bound by memory, not by a core's copying: one ring.
-  CHECK(Tuner(Tuner::sharedMemory(true), "", kChunk).channels(size_t(1) << 30) == 1);
+  CHECK(Tuner(Tuner::sharedMemory(true), "", kChunk, kSlot).channels(size_t(1) << 30) == 1);
+}
+
+TEST_CASE("ranks sharing cores: the doubling's whole-buffer steps cost more") {
+  const size_t mib = size_t(1) << 20;
+  const Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  const Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
+  // Partners reduce at the same time on the same cores: 16 MiB at n = 4 measured 2.5 times the
+  // ring's time with the doubling on 2 cores.
+  CHECK(roomy.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::doubling);
+  CHECK(sleeping.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::ring);
+  CHECK(sleeping.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
+}
+
+TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per level") {
+  const size_t mib = size_t(1) << 20;
+  const Tuner shm(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  // Below a slot every hop of the chain forwards the whole message in turn: the tree's three
+  // levels beat the chain's seven hops at n = 8.
+  CHECK(shm.choose(Collective::broadcast, 64 * 1024, 8).algorithm == Algorithm::tree);
+  CHECK(shm.choose(Collective::reduce, 64 * 1024, 8).algorithm == Algorithm::tree);
+  // Far past a slot the fill is small and the chain's one pass per byte wins.
+  CHECK(shm.choose(Collective::broadcast, 16 * mib, 8).algorithm == Algorithm::ring);
+  CHECK(shm.choose(Collective::reduce, 64 * mib, 8).algorithm == Algorithm::ring);
+  // The fill is part of the prediction: a slot's worth of fill per hop.
+  const double fill = double(kSlot) / 8000.0;
+  const double ring = shm.predictUs(Algorithm::ring, Collective::reduce, kSlot, 8);
+  CHECK(ring == doctest::Approx(7 * 1.0 + 7 * fill));
+  // Two ranks: no hop between, so slot size changes nothing.
+  const Tuner small(Tuner::sharedMemory(true), "", kChunk, 4096);
+  CHECK(small.predictUs(Algorithm::ring, Collective::broadcast, mib, 2) ==
+        doctest::Approx(shm.predictUs(Algorithm::ring, Collective::broadcast, mib, 2)));
 }
