@@ -536,17 +536,25 @@ int main(int argc, char** argv) {
   app.add_option("collective", o.coll,
                  "all_reduce | all_gather | reduce_scatter | broadcast | reduce | gather | "
                  "scatter | all_to_all | sendrecv")
-      ->transform(CLI::CheckedTransformer(colls));
+      ->transform(CLI::CheckedTransformer(colls).description(""));
   app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", maxText, "largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")
       ->capture_default_str();
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str();
-  app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first")->capture_default_str();
+  app.add_option("-w,--warmup_iters", o.warmup,
+                 "untimed iterations per size (after one warm-up of every link at the largest and "
+                 "the smallest size)")
+      ->capture_default_str();
   app.add_option("-c,--check", o.check, "verify results (0/1)")->capture_default_str();
-  app.add_option("-d,--datatype", o.type, "data type")->transform(CLI::CheckedTransformer(types));
-  app.add_option("-o,--op", o.op, "reduction op")->transform(CLI::CheckedTransformer(ops));
+  // Without a description of their own the transformers print each enum value as a char.
+  app.add_option("-d,--datatype", o.type,
+                 "data type: int8 | uint8 | int32 | uint32 | int64 | uint64 | half | bfloat16 | "
+                 "float | double (default float)")
+      ->transform(CLI::CheckedTransformer(types).description(""));
+  app.add_option("-o,--op", o.op, "reduction op: sum | prod | min | max | avg (default sum)")
+      ->transform(CLI::CheckedTransformer(ops).description(""));
   app.add_option("-r,--root", o.root, "root rank for broadcast")->capture_default_str();
   app.add_flag("--inplace", o.inPlace, "in-place operation");
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
