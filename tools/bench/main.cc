@@ -515,6 +515,23 @@ int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>&
   return 0;
 }
 
+// A command-line name to its enum value (as the number CLI11 then reads); the error lists the
+// names. CLI11's own CheckedTransformer prints uint8_t enum values as characters.
+template <class Enum>
+CLI::Validator oneOf(const std::map<std::string, Enum>& names) {
+  const auto check = [&names](std::string& text) {
+    const auto it = names.find(text);
+    if (it == names.end()) {
+      std::string known;
+      for (const auto& [name, value] : names) known += (known.empty() ? "" : " | ") + name;
+      return "unknown value '" + text + "': one of " + known;
+    }
+    text = std::to_string(int(it->second));
+    return std::string();
+  };
+  return CLI::Validator(check, "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -536,7 +553,7 @@ int main(int argc, char** argv) {
   app.add_option("collective", o.coll,
                  "all_reduce | all_gather | reduce_scatter | broadcast | reduce | gather | "
                  "scatter | all_to_all | sendrecv")
-      ->transform(CLI::CheckedTransformer(colls).description(""));
+      ->transform(oneOf(colls));
   app.add_option("-b,--minbytes", minText, "smallest size (K, M, G suffixes)")
       ->capture_default_str();
   app.add_option("-e,--maxbytes", maxText, "largest size")->capture_default_str();
@@ -548,13 +565,12 @@ int main(int argc, char** argv) {
                  "the smallest size)")
       ->capture_default_str();
   app.add_option("-c,--check", o.check, "verify results (0/1)")->capture_default_str();
-  // Without a description of their own the transformers print each enum value as a char.
   app.add_option("-d,--datatype", o.type,
                  "data type: int8 | uint8 | int32 | uint32 | int64 | uint64 | half | bfloat16 | "
                  "float | double (default float)")
-      ->transform(CLI::CheckedTransformer(types).description(""));
+      ->transform(oneOf(types));
   app.add_option("-o,--op", o.op, "reduction op: sum | prod | min | max | avg (default sum)")
-      ->transform(CLI::CheckedTransformer(ops).description(""));
+      ->transform(oneOf(ops));
   app.add_option("-r,--root", o.root, "root rank for broadcast")->capture_default_str();
   app.add_flag("--inplace", o.inPlace, "in-place operation");
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
