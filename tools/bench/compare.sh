@@ -51,8 +51,11 @@ gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
 for k in $(seq "$repeats"); do
-  "$peers/run.sh" -n -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" >/dev/null 2>&1 ||
-    echo "# warning: peer run $k failed (see $out/peers_$k)"
+  # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
+  install=-n
+  [ "$k" = 1 ] && install=""
+  "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" \
+    >"$out/peers_$k.log" 2>&1 || echo "# warning: peer run $k failed (see $out/peers_$k.log)"
   for t in ${transports//,/ }; do
     for n in ${ranks//,/ }; do
       for op in ${ops//,/ }; do
