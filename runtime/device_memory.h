@@ -5,10 +5,19 @@
 // them from the CPU.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
 namespace gyre {
 
 // True for memory only a GPU can address (cudaMalloc); false for host memory, pinned host
 // memory and managed memory (which the CPU may touch), and whenever the driver cannot tell.
 bool isCudaDeviceMemory(const void* p);
+
+// For GPUDirect RDMA: a dma-buf file descriptor (the caller closes it) for the pages of the
+// device allocation holding [p, p + bytes), with p at `offset` in it; -1 and the reason in
+// `whyNot` when the driver cannot give one.
+int cudaDmabufOf(const void* p, size_t bytes, uint64_t& offset, std::string& whyNot);
 
 }  // namespace gyre

@@ -37,4 +37,10 @@ void logLine(LogLevel level, const std::string& message) {
   [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
 }
 
+std::string pointerText(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
 }  // namespace gyre

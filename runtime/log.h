@@ -11,6 +11,8 @@ enum class LogLevel { error = 0, warn = 1, info = 2, trace = 3 };
 LogLevel logLevel();
 bool logEnabled(LogLevel level);
 void logLine(LogLevel level, const std::string& message);
+// "0x7f12345678" for log lines and errors.
+std::string pointerText(const void* p);
 
 }  // namespace gyre
 

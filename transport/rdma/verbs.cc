@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <vector>
 
 #include "runtime/log.h"
@@ -16,12 +15,6 @@
 namespace gyre {
 
 namespace {
-
-std::string pointerText(const void* p) {
-  std::ostringstream text;
-  text << p;
-  return text.str();
-}
 
 constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
@@ -73,7 +66,7 @@ RdmaDevice::~RdmaDevice() {
   if (context) ibv_close_device(context);
 }
 
-uint64_t RdmaDevice::registerUser(const void* p, size_t bytes) {
+uint64_t RdmaDevice::registerUser(const void* p, size_t bytes, const DmabufRange* dmabuf) {
   const auto begin = reinterpret_cast<uintptr_t>(p);
   std::lock_guard lock(userMutex_);
   auto it = user_.find(begin);
@@ -81,11 +74,15 @@ uint64_t RdmaDevice::registerUser(const void* p, size_t bytes) {
     ++it->second.holders;
     return begin;
   }
-  ibv_mr* mr = ibv_reg_mr(pd, const_cast<void*>(p), bytes, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = dmabuf ? ibv_reg_dmabuf_mr(pd, dmabuf->offset, bytes, begin, dmabuf->fd,
+                                          IBV_ACCESS_LOCAL_WRITE)
+                      : ibv_reg_mr(pd, const_cast<void*>(p), bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!mr) {
     fail(Code::system_error, "rdma on " + name + ": cannot register " + std::to_string(bytes) +
-                                 " bytes of user memory: " + errnoText(errno) +
-                                 " (locked memory is limited by ulimit -l)");
+                                 " bytes of " +
+                                 (dmabuf ? "dma-buf memory: " + errnoText(errno)
+                                         : "user memory: " + errnoText(errno) +
+                                               " (locked memory is limited by ulimit -l)"));
   }
   if (it == user_.end()) {
     user_[begin] = {begin + bytes, mr, 1};

@@ -14,6 +14,13 @@
 
 namespace gyre {
 
+// Memory the CPU cannot map but the adapter may reach (GPU memory, GPUDirect RDMA), offered
+// as a dma-buf: the region starts `offset` bytes into the buffer behind `fd`.
+struct DmabufRange {
+  int fd = -1;
+  uint64_t offset = 0;
+};
+
 struct RdmaDevice {
   ibv_context* context = nullptr;
   ibv_pd* pd = nullptr;
@@ -39,7 +46,8 @@ struct RdmaDevice {
   // (sends from the old extent then copy). registerUser() pins [p, p + bytes) and returns the
   // id deregisterUser() takes (throws Failure when the adapter refuses); the region goes when
   // its last holder deregisters. userKey() finds the lkey of a region covering [p, p + bytes).
-  uint64_t registerUser(const void* p, size_t bytes);
+  // With `dmabuf` the pages are the dma-buf's (ibv_reg_dmabuf_mr), addressed as [p, p + bytes).
+  uint64_t registerUser(const void* p, size_t bytes, const DmabufRange* dmabuf = nullptr);
   void deregisterUser(uint64_t id);
   bool userKey(const void* p, size_t bytes, uint32_t& lkey) const;
 
