@@ -87,6 +87,15 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     if (what == (kInput | kSend) && nSend == 1 && inputReadOnly_ &&
         sendTo_[0]->sendFrom(in, bytes)) {
       noteReadingInput(*sendTo_[0]);  // the slot's payload leaves straight from the input
+    } else if (in && ctx_.inputUnreadable) {
+      const std::string via = nSend
+                                  ? std::string(sendTo_[0]->transportName()) +
+                                        " connection to rank " + std::to_string(sendTo_[0]->peer())
+                                  : std::string("operation");
+      fail(Code::invalid_usage, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                                    ": the input is memory the CPU cannot read, and no " +
+                                    "registration lets the " + via +
+                                    " send it directly (was it deregistered?)");
     } else if (nRecv && in) {
       const std::byte* acc = in;
       for (int i = 0; i < nRecv; ++i) {

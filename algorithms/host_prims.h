@@ -24,6 +24,9 @@ struct OpContext {
   bool yieldWhileSpinning = false;  // more ranks than cores: let the one we wait for run
   // Nothing writes the input buffer until the operation returns: sends may read it in place.
   bool inputReadOnly = false;
+  // The CPU must not read the input (device memory): every send of it leaves straight from it
+  // (Connection::sendFrom), or the operation fails.
+  bool inputUnreadable = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked.
   std::function<Status()> checkPeers;

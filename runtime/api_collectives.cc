@@ -75,6 +75,7 @@ gyre::GroupOp groupOp(gyre::Collective coll, const void* send, void* recv, size_
 constexpr auto In = gyre::StagedBuffer::in;
 constexpr auto Out = gyre::StagedBuffer::out;
 constexpr auto InOut = gyre::StagedBuffer::inOut;
+constexpr auto Unstaged = gyre::StagedBuffer::unstaged;
 
 // A call names a stream, or passes CUDA device memory: it is stream-ordered. Host buffers with
 // no stream take the blocking host form.
@@ -428,10 +429,18 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
     g.isSend = true;
     if (onStream(stream, {sendbuff})) {
       checkedRoot(comm, "send", peer, "peer");
+      const size_t bytes = bytesOf(comm, "send", count, g.type);
+      // GPUDirect RDMA: device memory registered with the adapter leaves from where it is.
+      const bool unstaged = group.depth == 0 && gyre::isCudaDeviceMemory(sendbuff) &&
+                            commOf(comm).sendsUnstaged(peer, sendbuff, bytes);
       return streamed(
-          comm, stream, "send", {{sendbuff, bytesOf(comm, "send", count, g.type), In, "sendbuff"}},
+          comm, stream, "send", {{sendbuff, bytes, unstaged ? Unstaged : In, "sendbuff"}},
           [=](gyre::Communicator& c, const Staged& s, size_t) {
-            c.send(s[0], count, g.type, peer);
+            if (unstaged) {
+              c.sendUnstaged(s[0], count, g.type, peer);
+            } else {
+              c.send(s[0], count, g.type, peer);
+            }
           },
           0, 0, staging(g));
     }

@@ -377,21 +377,35 @@ void Communicator::barrier() {
 }
 
 void Communicator::send(const void* buf, size_t count, DataType type, int peer) {
-  auto& d = *impl_;
-  d.checkType("send", type, RedOp::sum);
-  d.checkRoot("send", peer, "peer");
-  if (peer == d.config.rank) {
-    fail(Code::invalid_argument, d.who() + ": send: to itself (use a local copy)");
+  impl_->send(buf, count, type, peer, /*unstaged=*/false);
+}
+
+void Communicator::sendUnstaged(const void* buf, size_t count, DataType type, int peer) {
+  impl_->send(buf, count, type, peer, /*unstaged=*/true);
+}
+
+void Communicator::Impl::send(const void* buf, size_t count, DataType type, int peer,
+                              bool unstaged) {
+  checkType("send", type, RedOp::sum);
+  checkRoot("send", peer, "peer");
+  if (peer == config.rank)
+    fail(Code::invalid_argument, who() + ": send: to itself (use a local copy)");
+  const size_t bytes = checkedBytes("send", count, type);
+  if (!unstaged) {
+    checkBuffers("send", buf, bytes, nullptr, 0, true, nullptr);
+  } else if (bytes && !supportsUnstagedSend(peer, buf, bytes)) {
+    fail(Code::invalid_usage, who() + ": send: no registration with the rdma adapter covers " +
+                                  "the buffer, or rank " + std::to_string(peer) +
+                                  " is not reached over rdma, so the CPU would have to read it");
   }
-  const size_t bytes = d.checkedBytes("send", count, type);
-  d.checkBuffers("send", buf, bytes, nullptr, 0, true, nullptr);
-  d.drainQueue();
-  d.run(
-      {0, count, d.config.rank, Collective::send_recv, type, RedOp::sum},
+  drainQueue();
+  run(
+      {0, count, config.rank, Collective::send_recv, type, RedOp::sum},
       [&](const OpContext& base) {
         OpContext ctx = base;
-        ctx.desc.seq = ++d.sentTo[peer];
-        d.execute(ctx, buf, nullptr, [&](auto& p) { algo::sendTo(p, peer, count); });
+        ctx.desc.seq = ++sentTo[peer];
+        ctx.inputUnreadable = unstaged;
+        execute(ctx, buf, nullptr, [&](auto& p) { algo::sendTo(p, peer, count); });
       },
       /*p2p=*/true);
 }

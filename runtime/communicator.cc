@@ -4,6 +4,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -429,14 +430,50 @@ std::string Communicator::dataAddress() const {
   return joinHostPort(self.tcpHost, self.tcpPort);
 }
 
+#ifdef GYRE_HAVE_IBVERBS
+namespace {
+
+// GPUDirect RDMA for device memory: through a dma-buf where the GPU driver exports one, else
+// ibv_reg_mr on the device address (a peer-memory module, nvidia-peermem, makes that work).
+// 0 when neither does: calls from the buffer then stage through host memory.
+uint64_t registerDeviceMemory(RdmaTransport& rdma, const void* p, size_t bytes,
+                              const std::string& who) {
+  std::string viaDmabuf, viaPeerMemory;
+  uint64_t offset = 0;
+  if (const int fd = cudaDmabufOf(p, bytes, offset, viaDmabuf); fd >= 0) {
+    const DmabufRange range{fd, offset};
+    try {
+      const uint64_t id = rdma.registerUser(p, bytes, &range);
+      close(fd);  // the region holds its own reference
+      GYRE_LOG(info, who + ": gyreCommRegister: device buffer at " + pointerText(p) +
+                         " registered for GPUDirect RDMA through a dma-buf");
+      return id;
+    } catch (const Failure& f) {
+      viaDmabuf = f.status().message;
+    }
+    close(fd);
+  }
+  try {
+    const uint64_t id = rdma.registerUser(p, bytes);
+    GYRE_LOG(info, who + ": gyreCommRegister: device buffer at " + pointerText(p) +
+                       " registered for GPUDirect RDMA through peer memory");
+    return id;
+  } catch (const Failure& f) {
+    viaPeerMemory = f.status().message;
+  }
+  GYRE_LOG(info, who + ": gyreCommRegister: no GPUDirect RDMA for the device buffer at " +
+                     pointerText(p) + " (dma-buf: " + viaDmabuf + "; peer memory: " +
+                     viaPeerMemory + "): calls from it stage through host memory");
+  return 0;
+}
+
+}  // namespace
+#endif
+
 void* Communicator::registerBuffer(const void* p, size_t bytes) {
   auto& d = *impl_;
   if (!p || bytes == 0) {
     fail(Code::invalid_argument, d.who() + ": gyreCommRegister: null buffer or size 0");
-  }
-  if (isCudaDeviceMemory(p)) {
-    fail(Code::invalid_argument, d.who() + ": gyreCommRegister: CUDA device memory cannot be " +
-                                     "registered yet (docs/cuda.md)");
   }
   std::lock_guard lock(d.registrationsMutex);
   if (d.registrations.size() >= 1024) {
@@ -448,7 +485,9 @@ void* Communicator::registerBuffer(const void* p, size_t bytes) {
   reg->bytes = bytes;
 #ifdef GYRE_HAVE_IBVERBS
   if (d.rdma && d.peers[d.config.rank].rdma) {
-    reg->rdmaId = static_cast<RdmaTransport&>(*d.rdma).registerUser(p, bytes);
+    auto& rdma = static_cast<RdmaTransport&>(*d.rdma);
+    reg->rdmaId = isCudaDeviceMemory(p) ? registerDeviceMemory(rdma, p, bytes, d.who())
+                                        : rdma.registerUser(p, bytes);
   }
 #endif
   const Impl::Registration* handle = reg.get();
@@ -468,6 +507,23 @@ void Communicator::deregisterBuffer(void* handle) {
   if (it->second->rdmaId) static_cast<RdmaTransport&>(*d.rdma).deregisterUser(it->second->rdmaId);
 #endif
   d.registrations.erase(it);
+}
+
+bool Communicator::sendsUnstaged(int peer, const void* buf, size_t bytes) {
+  return impl_->supportsUnstagedSend(peer, buf, bytes);
+}
+
+bool Communicator::Impl::supportsUnstagedSend(int peer, const void* p, size_t bytes) {
+  if (!p || bytes == 0 || peer < 0 || peer >= config.nranks || peer == config.rank) return false;
+#ifdef GYRE_HAVE_IBVERBS
+  if (!rdma || !peers[config.rank].rdma || !rdma->canConnect(peers[config.rank], peers[peer]) ||
+      (shm && shm->canConnect(peers[config.rank], peers[peer]))) {
+    return false;  // transportFor() picks another transport for this peer
+  }
+  // The adapter's regions, not the handles: a region re-registered smaller covers less.
+  return static_cast<RdmaTransport&>(*rdma).covers(p, bytes);
+#endif
+  return false;
 }
 
 uint64_t Communicator::directSends() const {

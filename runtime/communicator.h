@@ -39,6 +39,9 @@ struct StagedBuffer {
     in,     // read only
     out,    // every byte written, none read
     inOut,  // read, or written only in part (what is not written must come back unchanged)
+    // read where it is, never staged: the host call only hands it to the adapter (a send
+    // from device memory registered for GPUDirect RDMA)
+    unstaged,
   };
   const void* p = nullptr;
   size_t bytes = 0;
@@ -86,6 +89,12 @@ class Communicator {
   // ring neighbours open on first use.
   void send(const void* buf, size_t count, DataType type, int peer);
   void recv(void* buf, size_t count, DataType type, int peer);
+  // GPUDirect RDMA: a send whose every slot leaves straight from `buf` without the CPU reading
+  // it (device memory), so a slot that cannot fails the call instead of being copied.
+  // sendsUnstaged() says beforehand whether [buf, buf + bytes) to `peer` qualifies: a
+  // registration (registerBuffer) covers it and the peer is reached over rdma.
+  void sendUnstaged(const void* buf, size_t count, DataType type, int peer);
+  bool sendsUnstaged(int peer, const void* buf, size_t bytes);
 
   // Runs the calls of a group: consecutive all-reduces of one type and op become one, and all
   // sends and receives run together (so a rank may send to and receive from the same peers
@@ -124,7 +133,9 @@ class Communicator {
   void abort();
 
   // gyreCommRegister / gyreCommDeregister: pins [p, p + bytes) for the rdma direct path and
-  // returns a handle (a no-op registration where there is no rdma).
+  // returns a handle (a no-op registration where there is no rdma). CUDA device memory is
+  // registered for GPUDirect RDMA (dma-buf, else peer memory) where the system allows it;
+  // where it does not, the registration is a no-op and says why at GYRE_DEBUG=INFO.
   void* registerBuffer(const void* p, size_t bytes);
   void deregisterBuffer(void* handle);
   // Slots sent straight from registered user memory so far (diagnostics and tests).

@@ -143,6 +143,11 @@ struct Communicator::Impl {
   void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
                     size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
   size_t checkedBytes(const char* what, size_t count, DataType type, size_t blocks = 1) const;
+
+  // Communicator::send and sendUnstaged.
+  void send(const void* buf, size_t count, DataType type, int peer, bool unstaged);
+  // A registration with the rdma adapter covers [p, p + bytes) and `peer` is reached over rdma.
+  bool supportsUnstagedSend(int peer, const void* p, size_t bytes);
 };
 
 }  // namespace gyre

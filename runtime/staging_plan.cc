@@ -26,8 +26,11 @@ std::pair<size_t, size_t> StagingPlan::pieceBytes(size_t k, size_t regionBytes) 
 StagingPlan planStaging(const std::vector<StagedBuffer>& buffers, size_t elems, size_t elemBytes) {
   StagingPlan plan;
   std::vector<StagingPlan::Region> regions;
+  const auto staged = [](const StagedBuffer& b) {
+    return b.p && b.bytes && b.use != StagedBuffer::unstaged;
+  };
   for (const auto& b : buffers) {
-    if (!b.p || !b.bytes) continue;
+    if (!staged(b)) continue;
     const auto lo = reinterpret_cast<uintptr_t>(b.p);
     regions.push_back({lo, lo + b.bytes, b.use != StagedBuffer::out, b.use != StagedBuffer::in});
   }
@@ -49,7 +52,7 @@ StagingPlan planStaging(const std::vector<StagedBuffer>& buffers, size_t elems, 
     plan.bytes = r.offset + (r.hi - r.lo);
   }
   for (const auto& b : buffers) {
-    if (!b.p || !b.bytes) {
+    if (!staged(b)) {
       plan.bufferOffsets.push_back(StagingPlan::kNone);
       continue;
     }

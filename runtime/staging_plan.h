@@ -22,7 +22,8 @@ struct StagingPlan {
   };
   std::vector<Region> regions;  // by address
   size_t bytes = 0;             // the staging block's size
-  // Per buffer, its offset in the staging block; kNone for a null or empty buffer.
+  // Per buffer, its offset in the staging block; kNone for a null, empty or unstaged buffer
+  // (the host call gets the user's pointer).
   std::vector<size_t> bufferOffsets;
   static constexpr size_t kNone = SIZE_MAX;
 

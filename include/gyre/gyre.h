@@ -116,7 +116,10 @@ GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
  * Where the communicator has no rdma it is accepted and changes nothing. The memory stays
  * pinned until gyreCommDeregister, which must come before the buffer is freed or reused, and
  * not while an operation uses it. The same address registered again shares the region, or
- * replaces it when the size differs. At most 1024 per communicator (docs/rdma.md). */
+ * replaces it when the size differs. At most 1024 per communicator (docs/rdma.md). CUDA
+ * device memory is registered for GPUDirect RDMA (dma-buf, else peer memory) where the system
+ * allows it: a stream-ordered gyreSend from it to a peer over rdma is then not staged
+ * (docs/cuda.md). */
 GYRE_API gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size,
                                        void** handle);
 GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);

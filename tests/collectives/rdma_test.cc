@@ -247,6 +247,63 @@ TEST_CASE("registered buffers: sends go straight from them over rdma, results ex
   if (!haveRdma) MESSAGE("no rdma device: checked that registration changes nothing");
 }
 
+// GPUDirect RDMA's send path, with host memory standing in for device memory (the CPU must
+// not read it): every slot leaves straight from the registration, exact; a buffer no
+// registration covers (or a peer not over rdma) is refused before anything moves, and the
+// communicator goes on.
+TEST_CASE(
+    "unstaged sends over rdma (GPUDirect's path): straight from registrations, else refused") {
+  const bool haveRdma = test::rdmaMissing().empty();
+  CommConfig config = overRdma(30000ms);
+  if (!haveRdma) config.transport = "tcp";
+  test::ThreadJob job(2, config, "unstaged");
+  const size_t count = 10007;  // 256-byte slots: 157 of them
+  std::vector<float> source(count), received(count), unregistered(count);
+  for (size_t i = 0; i < count; ++i) source[i] = 0.5f + float(i);
+  void* handle = job.comm(0).registerBuffer(source.data(), count * 4);
+  CHECK(job.comm(0).sendsUnstaged(1, source.data(), count * 4) == haveRdma);
+  CHECK_FALSE(job.comm(0).sendsUnstaged(1, source.data(), count * 4 + 4));  // past its end
+  CHECK_FALSE(job.comm(0).sendsUnstaged(0, source.data(), 4));              // to itself
+  CHECK_FALSE(job.comm(1).sendsUnstaged(0, source.data(), 4));  // rank 1 registered nothing
+  if (haveRdma) {
+    const uint64_t before = job.comm(0).directSends();
+    job.run([&](Communicator& c, int r) {
+      if (r == 0) {
+        c.sendUnstaged(source.data(), count, DataType::f32, 1);
+      } else {
+        std::fill(received.begin(), received.end(), -1.0f);
+        c.recv(received.data(), count, DataType::f32, 0);
+      }
+    });
+    CHECK(job.comm(0).directSends() - before == 157);
+    for (size_t i = 0; i < count; ++i) REQUIRE(received[i] == source[i]);
+  }
+
+  const Status status =
+      failureOf([&] { job.comm(0).sendUnstaged(unregistered.data(), count, DataType::f32, 1); });
+  CHECK(status.code == Code::invalid_usage);
+  CHECK(contains(status.message, "rank 0: send: no registration with the rdma adapter covers"));
+  // Nothing was sent: the next send and receive pair up as usual.
+  job.run([&](Communicator& c, int r) {
+    if (r == 0) {
+      for (size_t i = 0; i < count; ++i) unregistered[i] = 3.0f * float(i);
+      c.send(unregistered.data(), count, DataType::f32, 1);
+    } else {
+      std::fill(received.begin(), received.end(), -1.0f);
+      c.recv(received.data(), count, DataType::f32, 0);
+      for (size_t i = 0; i < count; ++i) REQUIRE(received[i] == 3.0f * float(i));
+    }
+  });
+  // Registered again at half the size, the region covers half: only that half qualifies.
+  void* half = job.comm(0).registerBuffer(source.data(), count * 2);
+  CHECK_FALSE(job.comm(0).sendsUnstaged(1, source.data(), count * 4));
+  CHECK(job.comm(0).sendsUnstaged(1, source.data(), count * 2) == haveRdma);
+  job.comm(0).deregisterBuffer(half);
+  job.comm(0).deregisterBuffer(handle);
+  CHECK_FALSE(job.comm(0).sendsUnstaged(1, source.data(), 4));
+  if (!haveRdma) MESSAGE("no rdma device: checked the refusals over tcp");
+}
+
 // A peer that sends its last data and leaves at once: the data is in place before its
 // connection closes, so the receiver must use it even when it notices the closing first (over
 // rdma the data waits in the completion queue until someone polls it; no busy phase here, so

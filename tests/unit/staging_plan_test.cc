@@ -67,6 +67,22 @@ TEST_CASE("outputs written in part are copied in first; null and empty buffers a
   CHECK(plan.bufferOffsets[2] != StagingPlan::kNone);
 }
 
+TEST_CASE("an unstaged buffer (a GPUDirect send) keeps its own pointer and needs no staging") {
+  const auto plan = planStaging({{at(0x10000), 4000, StagedBuffer::unstaged, "sendbuff"}}, 0, 0);
+  CHECK(plan.regions.empty());
+  CHECK(plan.bytes == 0);
+  CHECK(plan.bufferOffsets == std::vector<size_t>{StagingPlan::kNone});
+  // Beside a staged buffer it takes no room in the block.
+  const auto two = planStaging({{at(0x10000), 4000, StagedBuffer::unstaged, "sendbuff"},
+                                {at(0x90000), 4000, StagedBuffer::out, "recvbuff"}},
+                               0, 0);
+  REQUIRE(two.regions.size() == 1);
+  CHECK(two.regions[0].lo == 0x90000);
+  CHECK(two.bufferOffsets[0] == StagingPlan::kNone);
+  CHECK(two.bufferOffsets[1] == two.regions[0].offset);
+  CHECK(two.bytes == two.regions[0].offset + 4000);
+}
+
 TEST_CASE("pieces: from 8 MiB, at least 4 MiB each, at most 8, covering every byte once") {
   struct Case {
     size_t elems, elemBytes, pieces;

@@ -43,8 +43,15 @@ class RdmaTransport : public Transport {
   const std::string& unusableReason() const { return unusableReason_; }
   // User memory for the direct path (RdmaDevice::registerUser); only once published with a
   // device.
-  uint64_t registerUser(const void* p, size_t bytes) { return device_->registerUser(p, bytes); }
+  uint64_t registerUser(const void* p, size_t bytes, const DmabufRange* dmabuf = nullptr) {
+    return device_->registerUser(p, bytes, dmabuf);
+  }
   void deregisterUser(uint64_t id) { device_->deregisterUser(id); }
+  // Whether one registered region covers [p, p + bytes), so sends from it need no copy.
+  bool covers(const void* p, size_t bytes) const {
+    uint32_t lkey = 0;
+    return device_ && device_->userKey(p, bytes, lkey);
+  }
 
  private:
   struct Prepared {
