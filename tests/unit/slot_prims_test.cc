@@ -1,0 +1,359 @@
+// The device executor's protocol (algorithms/slot_prims.h, algorithms/device_call.h) run on
+// the host: one thread per (rank, channel) plays a thread block, host memory laid out by
+// DeviceLinkLayout plays the ranks' device regions, and the CPU kernels do the arithmetic.
+// What a GPU adds (many threads per block, IPC mappings, the device clock) is checked by
+// tests/cuda/ipc_test.cc on a machine with one; the slot protocol, slicing, positions that
+// carry over between calls, header checks and deadlines are checked here, in every build.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "algorithms/device_call.h"
+#include "kernels/cpu/reduce.h"
+#include "tests/harness/reference.h"
+
+using namespace gyre;
+
+namespace {
+
+// One "block" of one thread: every barrier is trivially passed.
+struct HostEnv {
+  DataType type;
+  RedOp op;
+  DeviceFailure* failure;
+  const DeviceControl* control;
+
+  bool leader() const { return true; }
+  bool syncAny(bool pred) const { return pred; }
+  void sync() const {}
+  uint64_t load(const uint64_t* p) const {
+    return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_acquire);
+  }
+  void store(uint64_t* p, uint64_t v) const {
+    std::atomic_ref<uint64_t>(*p).store(v, std::memory_order_release);
+  }
+  void fence() const {}
+  uint64_t nowNs() const {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now().time_since_epoch())
+                        .count());
+  }
+  bool abortRaised() const {
+    return std::atomic_ref<uint32_t>(const_cast<DeviceControl*>(control)->abort).load() != 0;
+  }
+  void pause() const { std::this_thread::yield(); }
+  size_t elemSize() const { return dataTypeSize(type); }
+  void reduce(void* dst, void* dst2, const void* a, const void* b, size_t n, int divisor) const {
+    cpu::reduce(type, op, dst, dst2, a, b, n, divisor);
+  }
+  void copy(void* dst, void* dst2, const void* src, size_t bytes) const {
+    cpu::copy(dst, dst2, src, bytes);
+  }
+  void fail(const DeviceFailure& f) const {
+    if (failure->code == 0) *failure = f;
+  }
+};
+
+// The ranks' regions and link tables, as the communicator builds them from IPC mappings.
+struct SlotNetwork {
+  DeviceLinkLayout layout;
+  std::vector<std::unique_ptr<uint64_t[]>> regions;  // 8-byte aligned, zeroed
+  std::vector<std::vector<DeviceLink>> send, recv;
+  DeviceControl control{};
+
+  SlotNetwork(int n, int channels, uint32_t nSlots, uint32_t slotBytes)
+      : layout{n, channels, nSlots, slotBytes} {
+    for (int r = 0; r < n; ++r) {
+      regions.emplace_back(new uint64_t[layout.regionBytes() / 8 + 1]());
+    }
+    send.assign(size_t(n), std::vector<DeviceLink>(size_t(n * channels), DeviceLink{}));
+    recv = send;
+    for (int me = 0; me < n; ++me) {
+      for (int c = 0; c < channels; ++c) {
+        for (int peer = 0; peer < n; ++peer) {
+          const size_t at = size_t(c * n + peer);
+          if (layout.linked(peer, me, c)) send[me][at] = layout.at(base(peer), peer, me, c);
+          if (layout.linked(me, peer, c)) recv[me][at] = layout.at(base(me), me, peer, c);
+        }
+      }
+    }
+  }
+  unsigned char* base(int r) { return reinterpret_cast<unsigned char*>(regions[size_t(r)].get()); }
+  DeviceLinkTable table(int r) {
+    return {layout.nranks, layout.channels, send[size_t(r)].data(), recv[size_t(r)].data()};
+  }
+};
+
+// Runs `calls[r]` on every rank, one thread per (rank, channel); returns each rank's failures.
+std::vector<std::vector<DeviceFailure>> runCalls(SlotNetwork& net, std::vector<DeviceCall> calls) {
+  const int n = net.layout.nranks;
+  std::vector<std::vector<DeviceFailure>> failures{size_t(n)};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) failures[size_t(r)].assign(size_t(calls[size_t(r)].channels), {});
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < calls[size_t(r)].channels; ++c) {
+      threads.emplace_back([&, r, c] {
+        DeviceCall call = calls[size_t(r)];
+        call.links = net.table(r);
+        HostEnv env{call.dtype, call.op, &failures[size_t(r)][size_t(c)], &net.control};
+        runDeviceChannel(env, call, c);
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  return failures;
+}
+
+DeviceCall baseCall(Collective coll, DataType type, RedOp op, int rank, int n, size_t count,
+                    int root, int channels, uint64_t seq, const SlotNetwork& net) {
+  DeviceCall call{};
+  call.count = count;
+  call.seq = seq;
+  call.timeoutNs = 10'000'000'000ull;
+  call.chunkElems =
+      std::max<size_t>(1, net.layout.nSlots / 2 * net.layout.slotBytes / dataTypeSize(type));
+  call.rank = rank;
+  call.nranks = n;
+  call.root = root;
+  call.channels = deviceCallSplits(coll) ? channels : 1;
+  call.coll = coll;
+  call.dtype = type;
+  call.op = op;
+  return call;
+}
+
+constexpr unsigned char kPoison = 0xA5;
+
+struct Case {
+  Collective coll;
+  DeviceAlgorithm algorithm;
+};
+
+// The collective's input and output sizes in elements, per rank.
+size_t inElems(Collective coll, size_t count, int n) {
+  return (coll == Collective::reduce_scatter || coll == Collective::scatter ||
+          coll == Collective::all_to_all)
+             ? count * size_t(n)
+             : count;
+}
+size_t outElems(Collective coll, size_t count, int n) {
+  return (coll == Collective::all_gather || coll == Collective::gather ||
+          coll == Collective::all_to_all)
+             ? count * size_t(n)
+             : count;
+}
+
+// Runs one collective on fresh buffers and checks every rank's output exactly (and that a
+// collective leaves alone what it must not write).
+void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, size_t count,
+                     int root, int channels, uint64_t seq, uint64_t seed) {
+  const int n = net.layout.nranks;
+  const size_t es = dataTypeSize(type);
+  test::Data data{type, op, n, seed};
+  std::vector<std::vector<unsigned char>> in{size_t(n)}, out{size_t(n)};
+  std::vector<DeviceCall> calls;
+  for (int r = 0; r < n; ++r) {
+    in[size_t(r)].resize(inElems(k.coll, count, n) * es);
+    out[size_t(r)].assign(outElems(k.coll, count, n) * es, kPoison);
+    for (size_t i = 0; i < inElems(k.coll, count, n); ++i) {
+      data.input(in[size_t(r)].data(), i, r, i);
+    }
+    DeviceCall call = baseCall(k.coll, type, op, r, n, count, root, channels, seq, net);
+    call.algorithm = k.algorithm;
+    if (k.algorithm == DeviceAlgorithm::tree) call.channels = 1;
+    call.send = in[size_t(r)].data();
+    call.recv = out[size_t(r)].data();
+    calls.push_back(call);
+  }
+  const auto failures = runCalls(net, calls);
+  for (int r = 0; r < n; ++r)
+    for (const auto& f : failures[size_t(r)]) REQUIRE(f.code == 0);
+
+  std::vector<unsigned char> want(std::max<size_t>(1, outElems(k.coll, count, n) * es));
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    bool written = true;
+    for (size_t i = 0; i < outElems(k.coll, count, n); ++i) {
+      switch (k.coll) {
+        case Collective::all_reduce:
+          data.expected(want.data(), i, i);
+          break;
+        case Collective::reduce:
+          written = r == root;
+          data.expected(want.data(), i, i);
+          break;
+        case Collective::reduce_scatter:
+          data.expected(want.data(), i, size_t(r) * count + i);
+          break;
+        case Collective::broadcast:
+          data.input(want.data(), i, root, i);
+          break;
+        case Collective::all_gather:
+          data.input(want.data(), i, int(i / count), i % count);
+          break;
+        case Collective::gather:
+          written = r == root;
+          data.input(want.data(), i, int(i / count), i % count);
+          break;
+        case Collective::scatter:
+          data.input(want.data(), i, root, size_t(r) * count + i);
+          break;
+        case Collective::all_to_all:  // block b comes from rank b's block r
+          data.input(want.data(), i, int(i / count), size_t(r) * count + i % count);
+          break;
+        default:
+          FAIL("unexpected collective");
+      }
+    }
+    const size_t bytes = outElems(k.coll, count, n) * es;
+    if (written) {
+      REQUIRE(std::memcmp(out[size_t(r)].data(), want.data(), bytes) == 0);
+    } else {
+      for (size_t b = 0; b < bytes; ++b) REQUIRE(out[size_t(r)][b] == kPoison);
+    }
+  }
+}
+
+const Case kCases[] = {
+    {Collective::all_reduce, DeviceAlgorithm::ring},
+    {Collective::all_reduce, DeviceAlgorithm::tree},
+    {Collective::all_gather, DeviceAlgorithm::ring},
+    {Collective::reduce_scatter, DeviceAlgorithm::ring},
+    {Collective::broadcast, DeviceAlgorithm::ring},
+    {Collective::broadcast, DeviceAlgorithm::tree},
+    {Collective::reduce, DeviceAlgorithm::ring},
+    {Collective::reduce, DeviceAlgorithm::tree},
+    {Collective::gather, DeviceAlgorithm::ring},
+    {Collective::scatter, DeviceAlgorithm::ring},
+    {Collective::all_to_all, DeviceAlgorithm::ring},
+};
+
+}  // namespace
+
+TEST_CASE("device link layout: every ring inside its region, none overlapping, both ends agree") {
+  for (int n = 1; n <= 9; ++n) {
+    for (int channels = 1; channels <= 4; ++channels) {
+      CAPTURE(n);
+      CAPTURE(channels);
+      const DeviceLinkLayout layout{n, channels, 4, 1000};
+      CHECK(layout.ringBytes() % 256 == 0);
+      for (int receiver = 0; receiver < n; ++receiver) {
+        std::vector<size_t> offsets;
+        for (int c = 0; c < channels; ++c) {
+          for (int sender = 0; sender < n; ++sender) {
+            if (!layout.linked(receiver, sender, c)) continue;
+            const size_t at = layout.offset(receiver, sender, c);
+            REQUIRE(at + layout.ringBytes() <= layout.regionBytes());
+            offsets.push_back(at);
+          }
+        }
+        std::sort(offsets.begin(), offsets.end());
+        REQUIRE(std::adjacent_find(offsets.begin(), offsets.end()) == offsets.end());
+        CHECK(offsets.size() == size_t(layout.ringsPerRank()));
+        CHECK_FALSE(layout.linked(receiver, receiver, 0));
+      }
+    }
+  }
+}
+
+TEST_CASE("device executor: every collective, exact, over links of few small slots") {
+  const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  CAPTURE(seed);
+  const DataType types[] = {DataType::f32, DataType::bf16, DataType::i32, DataType::u8,
+                            DataType::f64};
+  const RedOp ops[] = {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg};
+  for (int n : {1, 2, 3, 4, 5}) {
+    for (int channels : {1, 3}) {
+      // 48-byte slots, 4 per link: many slices, rounds and wrap-arounds.
+      SlotNetwork net(n, channels, 4, 48);
+      uint64_t seq = 0;
+      for (const Case& k : kCases) {
+        for (size_t count : {size_t(0), size_t(1), size_t(n + 1), size_t(97)}) {
+          for (DataType type : types) {
+            for (RedOp op : ops) {
+              if (!reduces(k.coll) && op != RedOp::sum) continue;
+              CAPTURE(n);
+              CAPTURE(channels);
+              CAPTURE(int(k.coll));
+              CAPTURE(int(k.algorithm));
+              CAPTURE(count);
+              CAPTURE(int(type));
+              CAPTURE(int(op));
+              const int root = int((count + seq) % uint64_t(n));
+              ++seq;
+              checkCollective(net, k, type, op, count, root, channels, seq, seed + seq);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("device executor: a rank in another collective is named, the rest time out") {
+  SlotNetwork net(3, 1, 4, 64);
+  std::vector<float> in(5 * 40, 1.0f), out(5 * 40, 0.0f);  // rank 1 reads 3 blocks
+  std::vector<DeviceCall> calls;
+  for (int r = 0; r < 3; ++r) {
+    DeviceCall call =
+        baseCall(Collective::all_reduce, DataType::f32, RedOp::sum, r, 3, 40, -1, 1, 7, net);
+    call.timeoutNs = 300'000'000;  // 0.3 s
+    call.send = &in[size_t(r) * 40];
+    call.recv = &out[size_t(r) * 40];
+    calls.push_back(call);
+  }
+  calls[1].coll = Collective::reduce_scatter;  // rank 1 is in another collective
+  const auto failures = runCalls(net, calls);
+  // Rank 2 receives from rank 1 first: it sees rank 1's header and names it.
+  const DeviceFailure& seen = failures[2][0];
+  CHECK(seen.code == uint32_t(DeviceFailureCode::mismatch));
+  CHECK(seen.peer == 1);
+  CHECK(seen.seen.coll == uint8_t(Collective::reduce_scatter));
+  CHECK(seen.wantedBytes > 0);
+  // Everyone else stops within the deadline, saying whom it waited for.
+  for (int r : {0, 1}) {
+    const DeviceFailure& f = failures[size_t(r)][0];
+    CAPTURE(r);
+    CHECK((f.code == uint32_t(DeviceFailureCode::timeout) ||
+           f.code == uint32_t(DeviceFailureCode::mismatch)));
+    CHECK(f.peer >= 0);
+  }
+}
+
+TEST_CASE("device executor: a missing peer times out; the host's abort word ends the wait") {
+  for (bool abort : {false, true}) {
+    CAPTURE(abort);
+    SlotNetwork net(2, 1, 4, 64);
+    std::vector<float> in(16, 1.0f), out(16, 0.0f);
+    DeviceCall call =
+        baseCall(Collective::broadcast, DataType::f32, RedOp::sum, 1, 2, 16, 0, 1, 1, net);
+    call.timeoutNs = abort ? 60'000'000'000ull : 200'000'000ull;
+    call.send = in.data();
+    call.recv = out.data();
+    call.links = net.table(1);
+    DeviceFailure failure{};
+    HostEnv env{call.dtype, call.op, &failure, &net.control};
+    std::thread raiser;
+    if (abort) {
+      raiser = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::atomic_ref<uint32_t>(net.control.abort).store(1);
+      });
+    }
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(runDeviceChannel(env, call, 0));  // rank 0 never comes
+    if (raiser.joinable()) raiser.join();
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+    CHECK(failure.code ==
+          uint32_t(abort ? DeviceFailureCode::aborted : DeviceFailureCode::timeout));
+    CHECK(failure.peer == 0);
+    CHECK(failure.waitKind == uint32_t(DeviceWaitKind::data_from));
+    for (float v : out) CHECK(v == 0.0f);  // nothing arrived, nothing written
+  }
+}
