@@ -65,7 +65,7 @@ GYRE_HD inline bool deviceCallSplits(Collective coll) {
 template <class Env>
 GYRE_HD bool runDeviceChannel(Env& env, const DeviceCall& call, int c) {
   namespace a = algo;
-  const size_t es = dataTypeSize(call.dtype);
+  const size_t es = env.elemSize();
   const bool tree = call.algorithm == DeviceAlgorithm::tree;
   // Trees reach beyond ring neighbours, which only channel 0 links: they run on it alone.
   if (tree && c > 0) return true;

@@ -52,7 +52,8 @@ class SlotPrims {
 
   GYRE_HD bool failed() const { return failed_; }
 
-  GYRE_HD void setPeers(const int* recvPeers, int nRecv, const int* sendPeers, int nSend) {
+  GYRE_HD GYRE_OUTLINE void setPeers(const int* recvPeers, int nRecv, const int* sendPeers,
+                                     int nSend) {
     if (failed_) return;
     env_.sync();  // the leader's last counter stores are seen by every thread
     bool bad = nRecv < 0 || nRecv > kMaxPeers || nSend < 0 || nSend > kMaxPeers;
@@ -130,10 +131,11 @@ class SlotPrims {
     f.code = uint32_t(code);
     f.peer = peer;
     f.channel = channel_;
+    f.call = expected_;
     return f;
   }
 
-  GYRE_HD void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final) {
+  GYRE_HD GYRE_OUTLINE void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final) {
     const bool linked = (what & (kRecv | kSend)) != 0;
     if (!linked) return step(what, inOff, outOff, n, final);
     for (size_t done = 0; done < n && !failed_; done += sliceElems_) {
@@ -143,7 +145,7 @@ class SlotPrims {
   }
 
   // One slot's worth: `k` elements (0 for a marker).
-  GYRE_HD void step(unsigned what, size_t inOff, size_t outOff, size_t k, bool final) {
+  GYRE_HD GYRE_OUTLINE void step(unsigned what, size_t inOff, size_t outOff, size_t k, bool final) {
     if (failed_) return;
     const int nRecv = (what & kRecv) ? nRecv_ : 0;
     const int nSend = (what & kSend) ? nSend_ : 0;
@@ -176,8 +178,8 @@ class SlotPrims {
     for (int i = 0; i < nRecv; ++i) ++recvPos_[i];
   }
 
-  GYRE_HD void compute(unsigned what, int nRecv, int nSend, size_t inOff, size_t outOff, size_t k,
-                       bool final) {
+  GYRE_HD GYRE_OUTLINE void compute(unsigned what, int nRecv, int nSend, size_t inOff,
+                                    size_t outOff, size_t k, bool final) {
     const int divisor = (final && expected_.op == uint8_t(RedOp::avg)) ? nranks_ : 0;
     const unsigned char* in = (what & kInput) ? input_ + inOff * elemSize_ : nullptr;
     unsigned char* out = (what & kOutput) ? output_ + outOff * elemSize_ : nullptr;
@@ -231,7 +233,8 @@ class SlotPrims {
                    DeviceWaitKind::space_at);
   }
   // Until *word >= target (counters only grow; target may be "negative" for a fresh link).
-  GYRE_HD bool waitFor(const uint64_t* word, uint64_t target, int peer, DeviceWaitKind kind) {
+  GYRE_HD GYRE_OUTLINE bool waitFor(const uint64_t* word, uint64_t target, int peer,
+                                    DeviceWaitKind kind) {
     for (unsigned spins = 0;; ++spins) {
       if (int64_t(env_.load(word) - target) >= 0) return true;
       if ((spins & 255) == 255) {

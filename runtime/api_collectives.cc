@@ -2,6 +2,7 @@
 // blocking host form (or are deferred inside a group); a stream or CUDA device memory takes the
 // stream-ordered form (docs/cuda.md).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,8 @@ size_t extentBytes(gyreComm_t comm, const char* what, const std::vector<size_t>&
 // send, recv); other calls run in the group's place as they are.
 void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
               std::vector<gyre::StagedBuffer> buffers, gyre::StagedBody body, size_t elems = 0,
-              size_t elemBytes = 0, std::function<gyre::GroupOp(const Staged&)> asGroupOp = {}) {
+              size_t elemBytes = 0, std::function<gyre::GroupOp(const Staged&)> asGroupOp = {},
+              std::optional<gyre::KernelCall> kernel = std::nullopt) {
   if (group.depth > 0) {
     commOf(comm);
     if (!asGroupOp) {
@@ -152,7 +154,14 @@ void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
     group.streamOps.push_back({comm, stream, std::move(buffers), std::move(asGroupOp)});
     return;
   }
-  commOf(comm).enqueueOnStream(stream, what, std::move(buffers), std::move(body), elems, elemBytes);
+  commOf(comm).enqueueOnStream(stream, what, std::move(buffers), std::move(body), elems, elemBytes,
+                               kernel);
+}
+
+// What a collective kernel over cuda_ipc links needs to run the call instead of staging it.
+gyre::KernelCall kernelCall(gyre::Collective coll, size_t count, gyre::DataType type,
+                            gyre::RedOp op = gyre::RedOp::sum, int root = -1) {
+  return {coll, type, op, count, root};
 }
 
 // A GroupOp over staged pointers: send = staged[0], recv = staged[1] (or staged[0] alone for a
@@ -225,7 +234,7 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.allReduce(s[0], s[1], n, g.type, g.op);
           },
-          count, gyre::dataTypeSize(g.type), staging(g));
+          count, gyre::dataTypeSize(g.type), staging(g), kernelCall(g.coll, count, g.type, g.op));
     }
     if (!deferred(comm, g)) commOf(comm).allReduce(sendbuff, recvbuff, count, g.type, g.op);
   });
@@ -244,7 +253,7 @@ gyreResult_t gyreAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.allGather(s[0], s[1], sendcount, g.type);
           },
-          0, 0, staging(g));
+          0, 0, staging(g), kernelCall(g.coll, sendcount, g.type));
     }
     if (!deferred(comm, g)) commOf(comm).allGather(sendbuff, recvbuff, sendcount, g.type);
   });
@@ -265,7 +274,7 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
           [=](gyre::Communicator& c, const Staged& s, size_t) {
             c.reduceScatter(s[0], s[1], recvcount, g.type, g.op);
           },
-          0, 0, staging(g));
+          0, 0, staging(g), kernelCall(g.coll, recvcount, g.type, g.op));
     }
     if (!deferred(comm, g)) commOf(comm).reduceScatter(sendbuff, recvbuff, recvcount, g.type, g.op);
   });
@@ -287,7 +296,8 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.broadcast(s[0], s[1], n, g.type, root);
           },
-          count, gyre::dataTypeSize(g.type), staging(g));
+          count, gyre::dataTypeSize(g.type), staging(g),
+          kernelCall(g.coll, count, g.type, gyre::RedOp::sum, root));
     }
     if (!deferred(comm, g)) commOf(comm).broadcast(sendbuff, recvbuff, count, g.type, root);
   });
@@ -309,7 +319,8 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
           [=](gyre::Communicator& c, const Staged& s, size_t n) {
             c.reduce(s[0], s[1], n, g.type, g.op, root);
           },
-          count, gyre::dataTypeSize(g.type), staging(g));
+          count, gyre::dataTypeSize(g.type), staging(g),
+          kernelCall(g.coll, count, g.type, g.op, root));
     }
     if (!deferred(comm, g)) commOf(comm).reduce(sendbuff, recvbuff, count, g.type, g.op, root);
   });
@@ -322,13 +333,15 @@ gyreResult_t gyreGather(const void* sendbuff, void* recvbuff, size_t count, gyre
     if (onStream(stream, {sendbuff, recvbuff})) {
       const bool isRoot = checkedRoot(comm, "gather", root);
       const size_t n = size_t(commOf(comm).size());
-      return streamed(comm, stream, "gather",
-                      {{sendbuff, bytesOf(comm, "gather", count, type), In, "sendbuff"},
-                       {isRoot ? recvbuff : nullptr,
-                        isRoot ? bytesOf(comm, "gather", count, type, n) : 0, Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.gather(s[0], s[1], count, type, root);
-                      });
+      return streamed(
+          comm, stream, "gather",
+          {{sendbuff, bytesOf(comm, "gather", count, type), In, "sendbuff"},
+           {isRoot ? recvbuff : nullptr, isRoot ? bytesOf(comm, "gather", count, type, n) : 0, Out,
+            "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.gather(s[0], s[1], count, type, root);
+          },
+          0, 0, {}, kernelCall(gyre::Collective::gather, count, type, gyre::RedOp::sum, root));
     }
     runOrDefer(comm,
                [=](gyre::Communicator& c) { c.gather(sendbuff, recvbuff, count, type, root); });
@@ -342,13 +355,15 @@ gyreResult_t gyreScatter(const void* sendbuff, void* recvbuff, size_t count,
     if (onStream(stream, {sendbuff, recvbuff})) {
       const bool isRoot = checkedRoot(comm, "scatter", root);
       const size_t n = size_t(commOf(comm).size());
-      return streamed(comm, stream, "scatter",
-                      {{isRoot ? sendbuff : nullptr,
-                        isRoot ? bytesOf(comm, "scatter", count, type, n) : 0, In, "sendbuff"},
-                       {recvbuff, bytesOf(comm, "scatter", count, type), Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.scatter(s[0], s[1], count, type, root);
-                      });
+      return streamed(
+          comm, stream, "scatter",
+          {{isRoot ? sendbuff : nullptr, isRoot ? bytesOf(comm, "scatter", count, type, n) : 0, In,
+            "sendbuff"},
+           {recvbuff, bytesOf(comm, "scatter", count, type), Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.scatter(s[0], s[1], count, type, root);
+          },
+          0, 0, {}, kernelCall(gyre::Collective::scatter, count, type, gyre::RedOp::sum, root));
     }
     runOrDefer(comm,
                [=](gyre::Communicator& c) { c.scatter(sendbuff, recvbuff, count, type, root); });
@@ -361,11 +376,13 @@ gyreResult_t gyreAllToAll(const void* sendbuff, void* recvbuff, size_t count,
     const auto type = typeOf(datatype);
     if (onStream(stream, {sendbuff, recvbuff})) {
       const size_t bytes = bytesOf(comm, "all_to_all", count, type, size_t(commOf(comm).size()));
-      return streamed(comm, stream, "all_to_all",
-                      {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
-                      [=](gyre::Communicator& c, const Staged& s, size_t) {
-                        c.allToAll(s[0], s[1], count, type);
-                      });
+      return streamed(
+          comm, stream, "all_to_all",
+          {{sendbuff, bytes, In, "sendbuff"}, {recvbuff, bytes, Out, "recvbuff"}},
+          [=](gyre::Communicator& c, const Staged& s, size_t) {
+            c.allToAll(s[0], s[1], count, type);
+          },
+          0, 0, {}, kernelCall(gyre::Collective::all_to_all, count, type));
     }
     runOrDefer(comm, [=](gyre::Communicator& c) { c.allToAll(sendbuff, recvbuff, count, type); });
   });

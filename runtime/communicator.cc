@@ -535,10 +535,12 @@ uint64_t Communicator::directSends() const {
 
 void Communicator::abort() {
   impl_->abortFlag.store(true);
+  impl_->raiseDeviceAbort();
   impl_->setPoison({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
 }
 
 Status Communicator::asyncError() const {
+  impl_->pollDeviceFailure();
   return impl_->poisoned();
 }
 

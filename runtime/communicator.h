@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gyre/types.h"
@@ -52,6 +53,16 @@ struct StagedBuffer {
 // the buffer is null or empty), for `count` elements (see enqueueOnStream).
 using StagedBody =
     std::function<void(Communicator&, const std::vector<void*>& staged, size_t count)>;
+
+// A stream-ordered collective that may run as one kernel over cuda_ipc links instead of being
+// staged (docs/cuda.md § CUDA IPC): buffers[0] is its sendbuff, buffers[1] its recvbuff.
+struct KernelCall {
+  Collective coll = Collective::all_reduce;
+  DataType type = DataType::f32;
+  RedOp op = RedOp::sum;
+  size_t count = 0;
+  int root = -1;
+};
 
 class Communicator {
  public:
@@ -115,8 +126,14 @@ class Communicator {
   // every buffer holds: large ones then run as a few host calls on consecutive pieces (body
   // gets each piece's pointers and count) so that copies overlap the host work. Otherwise
   // body runs once with count = elems.
+  // `kernel`: the call may run as a kernel over cuda_ipc links where every rank has them
+  // (set up, collectively, by the first call that names one) and its buffers are device
+  // memory; otherwise it is staged.
   void enqueueOnStream(void* stream, const char* what, std::vector<StagedBuffer> buffers,
-                       StagedBody body, size_t elems = 0, size_t elemBytes = 0);
+                       StagedBody body, size_t elems = 0, size_t elemBytes = 0,
+                       std::optional<KernelCall> kernel = std::nullopt);
+  // Device memory this communicator holds for cuda_ipc links (0 until set up, or without).
+  size_t deviceLinkBytes() const;
   // Pinned host bytes this communicator holds for stream-ordered calls.
   size_t stagingBytes() const;
 

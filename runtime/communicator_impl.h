@@ -20,6 +20,7 @@ namespace gyre {
 
 class Bootstrap;
 class CudaStaging;
+class DeviceLinks;
 class EventLoop;
 class FailureBoard;
 class StoreServer;
@@ -71,6 +72,12 @@ struct Communicator::Impl {
   // builds without CUDA need not see the type.
   std::mutex stagingMutex;
   std::shared_ptr<CudaStaging> staging;
+  // cuda_ipc links (device_links.h): set up by the first call that may use them.
+  std::shared_ptr<DeviceLinks> deviceLinks;
+  bool deviceLinksTried = false;
+  // Polls the kernels' failure words into the poison (no-op without CUDA or links).
+  void pollDeviceFailure();
+  void raiseDeviceAbort();
 
   // The worker thread of async(): started on first use.
   std::mutex queueMutex;

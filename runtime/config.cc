@@ -43,6 +43,13 @@ void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
+  c.cudaIpc = envInt("GYRE_CUDA_IPC", c.cudaIpc ? 1 : 0, 0, 1) != 0;
+  c.cudaChannels = int(envInt("GYRE_CUDA_CHANNELS", c.cudaChannels, 1, 32));
+  c.cudaSlotBytes =
+      size_t(envInt("GYRE_CUDA_SLOT_BYTES", (long long)c.cudaSlotBytes, 1024, 16 << 20));
+  if (c.cudaSlotBytes % 256 != 0) {
+    fail(Code::invalid_argument, "GYRE_CUDA_SLOT_BYTES must be a multiple of 256");
+  }
   if (const char* v = env("GYRE_TRANSPORT")) c.transport = v;
   if (const char* v = env("GYRE_SHM_DIR")) c.shmDir = v;
   if (const char* v = env("GYRE_IB_HCA")) c.ibHca = v;

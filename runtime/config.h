@@ -37,6 +37,10 @@ struct CommConfig {
   std::string shmDir = "/dev/shm";  // GYRE_SHM_DIR: where shared-memory segments live
   std::string ibHca;                // GYRE_IB_HCA: rdma device ("mlx5_0" or "mlx5_0:1"); "" = first
   int ibGidIndex = -1;              // GYRE_IB_GID_INDEX; -1 = the first RoCE v2 IPv4 GID
+  // Stream-ordered collectives on device memory between GPUs of one host (docs/cuda.md):
+  bool cudaIpc = true;               // GYRE_CUDA_IPC=0: always staged through host memory
+  int cudaChannels = 8;              // GYRE_CUDA_CHANNELS: thread blocks of a ring kernel
+  size_t cudaSlotBytes = 256 << 10;  // GYRE_CUDA_SLOT_BYTES: slot size of device links
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,

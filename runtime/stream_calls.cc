@@ -7,11 +7,13 @@
 #include <atomic>
 
 #include "runtime/communicator_impl.h"
+#include "runtime/device_memory.h"
 #include "runtime/log.h"
 #include "runtime/staging_plan.h"
 
 #ifdef GYRE_HAVE_CUDA
 #include "runtime/cuda_staging.h"
+#include "runtime/device_links.h"
 #endif
 
 namespace gyre {
@@ -54,20 +56,106 @@ Status awaitEvent(cudaEvent_t event, const Communicator::Impl& d, const std::str
                              std::to_string(d.config.timeout.count()) + " ms"};
 }
 
+// Every buffer the call names is device memory (what a kernel on any GPU of the host can reach
+// through the links' peers: pinned and pageable host memory stay staged).
+bool onDevice(const std::vector<StagedBuffer>& buffers) {
+  for (const auto& b : buffers)
+    if (b.p && b.bytes && !isCudaDeviceMemory(b.p)) return false;
+  return true;
+}
+
+// Overlapping buffers are allowed only where the collective defines them in place.
+bool validInPlace(const KernelCall& k, const std::vector<StagedBuffer>& buffers, int rank) {
+  if (buffers.size() < 2) return true;
+  const auto* send = static_cast<const char*>(buffers[0].p);
+  const auto* recv = static_cast<const char*>(buffers[1].p);
+  if (!send || !recv || !overlaps(send, buffers[0].bytes, recv, buffers[1].bytes)) return true;
+  const size_t block = k.count * dataTypeSize(k.type) * size_t(rank);
+  switch (k.coll) {
+    case Collective::all_reduce:
+    case Collective::broadcast:
+    case Collective::reduce:
+      return send == recv;
+    case Collective::all_gather:
+    case Collective::gather:
+      return send == recv + block;
+    case Collective::reduce_scatter:
+    case Collective::scatter:
+      return recv == send + block;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
+
+void Communicator::Impl::pollDeviceFailure() {
+  if (!deviceLinks) return;
+  if (Status s = deviceLinks->failure(who()); !s.ok()) setPoison(s);
+}
+
+void Communicator::Impl::raiseDeviceAbort() {
+  if (deviceLinks) deviceLinks->raiseAbort();
+}
+
+size_t Communicator::deviceLinkBytes() const {
+  return impl_->deviceLinks ? impl_->deviceLinks->deviceBytes() : 0;
+}
 
 void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                    std::vector<StagedBuffer> buffers, StagedBody body, size_t elems,
-                                   size_t elemBytes) {
+                                   size_t elemBytes, std::optional<KernelCall> kernel) {
   auto& d = *impl_;
   const std::string call = d.who() + ": " + what;
   checkStaged(call, buffers, elems);
+  d.pollDeviceFailure();
   if (Status s = d.poisoned(); !s.ok()) throw Failure(s);
   const auto stream = static_cast<cudaStream_t>(streamHandle);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess) {
     fail(Code::invalid_argument, call + ": the stream is not usable: " + cudaText(e));
   }
+
+  // Every rank decides alike: same call, same configuration, links agreed on by all.
+  if (kernel && d.config.cudaIpc && d.config.transport == "auto" && d.config.nranks > 1 &&
+      deviceCallSupported(kernel->coll)) {
+    if (!d.deviceLinksTried) {
+      if (capture != cudaStreamCaptureStatusNone) {
+        fail(Code::invalid_usage, call + ": the first stream-ordered collective of a " +
+                                      "communicator sets up its cuda_ipc links with the host " +
+                                      "and cannot be captured into a CUDA graph; run one first, " +
+                                      "outside the capture");
+      }
+      d.deviceLinksTried = true;
+      d.deviceLinks = DeviceLinks::setUp(*this, d.peers, d.config);
+    }
+    // Other calls take the staged path, whose host call reports what is wrong with them.
+    if (d.deviceLinks && onDevice(buffers) && validInPlace(*kernel, buffers, d.config.rank)) {
+      DeviceLinks& links = *d.deviceLinks;
+      DeviceCall dc{};
+      dc.send = buffers.size() > 0 ? buffers[0].p : nullptr;
+      dc.recv = buffers.size() > 1 ? const_cast<void*>(buffers[1].p) : nullptr;
+      dc.count = kernel->count;
+      dc.root = kernel->root;
+      dc.coll = kernel->coll;
+      dc.dtype = kernel->type;
+      dc.op = kernel->op;
+      dc.algorithm = DeviceAlgorithm::ring;
+      dc.chunkElems = links.chunkElems(kernel->type);
+      const size_t slotElems = d.config.cudaSlotBytes / dataTypeSize(kernel->type);
+      dc.channels = deviceCallSplits(kernel->coll)
+                        ? int(std::clamp<size_t>(kernel->count / std::max<size_t>(1, slotElems), 1,
+                                                 size_t(links.channels())))
+                        : 1;
+      if (Status s = links.launch(dc, stream, call, capture != cudaStreamCaptureStatusNone);
+          !s.ok()) {
+        d.setPoison(s);
+        throw Failure(s);
+      }
+      return;
+    }
+  }
+
   if (capture != cudaStreamCaptureStatusNone) {
     fail(Code::invalid_usage, call + ": the stream is being captured into a CUDA graph, which " +
                                   "gyre's staged calls cannot join (they need the host at run "
@@ -175,8 +263,14 @@ size_t Communicator::stagingBytes() const {
 
 #else  // no CUDA in this build
 
+void Communicator::Impl::pollDeviceFailure() {}
+void Communicator::Impl::raiseDeviceAbort() {}
+size_t Communicator::deviceLinkBytes() const {
+  return 0;
+}
+
 void Communicator::enqueueOnStream(void*, const char* what, std::vector<StagedBuffer> buffers,
-                                   StagedBody, size_t elems, size_t) {
+                                   StagedBody, size_t elems, size_t, std::optional<KernelCall>) {
   const std::string call = impl_->who() + ": " + what;
   checkStaged(call, buffers, elems);
   fail(Code::invalid_argument, call + ": a CUDA stream or CUDA buffers were given, but this " +

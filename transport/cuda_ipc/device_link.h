@@ -126,6 +126,7 @@ struct DeviceFailure {
   uint32_t wantedBytes;  // for mismatches: what this rank expected
   uint32_t reserved;
   DeviceSlotMeta seen;  // for mismatches: the header that arrived
+  DeviceSlotMeta call;  // the collective this rank was in
 };
 
 // Host-written words the kernels read (mapped pinned memory).
