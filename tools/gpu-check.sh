@@ -6,9 +6,11 @@
 #   1. the kernel test (every type and op, bit for bit against the CPU kernels),
 #   2. the same test under compute-sanitizer memcheck and racecheck (quick sizes),
 #   3. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB),
-#   4. collectives on CUDA memory, with each kind of stream wait, and all_reduce on host and
-#      CUDA buffers side by side (where the full CMake build configures, or from
-#      GPU_CHECK_BUILD_DIR),
+#   4. collectives on CUDA memory: as kernels over cuda_ipc links (also under memcheck and
+#      racecheck), then staged with each kind of stream wait; all_reduce busbw over cuda_ipc
+#      (ranks as processes on this GPU, without and with MPS), NCCL beside it where nccl-tests
+#      is installed, and the staged path on host and CUDA buffers side by side (where the full
+#      CMake build configures, or from GPU_CHECK_BUILD_DIR),
 # and writes REPORT_DIR/report.md with each step's result and output. Exits non-zero when a
 # step fails. Leaves the GPU's settings alone.
 set -uo pipefail
@@ -80,13 +82,18 @@ build() {
       -o "$work/reduce_avx2.o" &&
     { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/reduce.cu" \
       -o "$work/reduce_cuda.o" 2>"$report_dir/ptxas.txt" || { cat "$report_dir/ptxas.txt"; false; }; } &&
+    { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/device_collectives.cu" \
+      -o "$work/device_collectives.o" 2>"$report_dir/ptxas-collectives.txt" ||
+      { cat "$report_dir/ptxas-collectives.txt"; false; }; } &&
     "$nvcc" "${flags[@]}" -arch="$arch" "$src/tests/cuda/kernels_test.cc" "$work"/reduce*.o \
       -o "$work/cuda_kernel_tests" &&
     "$nvcc" "${flags[@]}" -arch="$arch" "$src/tools/bench/cuda_kernel_bench.cc" \
       "$work/reduce_cuda.o" -o "$work/gyre-cuda-kernel-bench" &&
     echo "built for $arch: $(grep -c 'Compiling entry' "$report_dir/ptxas.txt") kernels," \
       "$(grep -cE '[1-9][0-9]* bytes spill' "$report_dir/ptxas.txt") lines reporting spills" \
-      "(registers and spills per kernel: ptxas.txt)"
+      "(registers and spills per kernel: ptxas.txt); collective kernels:" \
+      "$(grep -c 'Compiling entry' "$report_dir/ptxas-collectives.txt")" \
+      "(ptxas-collectives.txt)"
 }
 
 if step "build ($arch)" build && [ "$build_only" != 1 ]; then
@@ -112,15 +119,56 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
     full=$work/full
   fi
   if [ -n "$full" ]; then
+    # Collectives as kernels over cuda_ipc links (the default between GPUs of one host), under
+    # compute-sanitizer too, then staged through pinned host memory with each kind of wait.
+    step "collectives on CUDA memory (cuda_ipc kernels)" "$full/tests/cuda_buffer_tests"
+    if [ -x "$sanitizer" ]; then
+      for tool in memcheck racecheck; do
+        step "collectives over cuda_ipc under $tool" "$sanitizer" --tool $tool --error-exitcode 1 \
+          "$full/tests/cuda_buffer_tests" -tc='*every collective*,*alternating*'
+      done
+    fi
     for wait in memop kernel; do
-      step "collectives on CUDA memory ($wait wait)" env GYRE_CUDA_WAIT=$wait \
-        "$full/tests/cuda_buffer_tests"
+      step "collectives on CUDA memory (staged, $wait wait)" env GYRE_CUDA_IPC=0 \
+        GYRE_CUDA_WAIT=$wait "$full/tests/cuda_buffer_tests"
     done
+    # All-reduce busbw over cuda_ipc, ranks as processes sharing this one GPU: without MPS their
+    # kernels take turns on the GPU (time slices), so it runs again under a private MPS daemon
+    # where nvidia-cuda-mps-control exists (started here, stopped after; the GPU's own settings
+    # are left alone). Then the staged path, for the figure of issue #6 (>= 80% of host).
+    ipc_bench() {
+      for n in 2 4; do
+        echo "## n=$n $1"
+        "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce -b 1M -e 1G -f 4 \
+          -n 10 -w 3 --cuda $2 | grep -v '^\[[1-9]\]' || return 1
+      done
+    }
+    step "all_reduce over cuda_ipc (no MPS)" ipc_bench "cuda_ipc" ""
+    if command -v nvidia-cuda-mps-control >/dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if nvidia-cuda-mps-control -d; then
+        step "all_reduce over cuda_ipc (MPS)" ipc_bench "cuda_ipc under MPS" ""
+        echo quit | nvidia-cuda-mps-control
+      else
+        echo "MPS daemon did not start: cuda_ipc under MPS not measured" | tee -a "$report"
+      fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
+    # NCCL side by side where nccl-tests' all_reduce_perf is on PATH (NCCL >= 2.30 runs several
+    # ranks per GPU with NCCL_MULTI_RANK_GPU_ENABLE=1).
+    if command -v all_reduce_perf >/dev/null; then
+      step "NCCL all_reduce, 2 and 4 ranks on this GPU" bash -c "for n in 2 4; do \
+        NCCL_MULTI_RANK_GPU_ENABLE=1 CUDA_VISIBLE_DEVICES=0 all_reduce_perf -b 1M -e 1G -f 4 \
+        -t \$n -g 1 || exit 1; done"
+    else
+      echo "no all_reduce_perf (nccl-tests) on PATH: NCCL not compared" | tee -a "$report"
+    fi
     # The staged path against host buffers, same ranks, same run (shared memory between ranks).
     for n in 2 4; do
-      step "all_reduce n=$n host vs CUDA buffers" bash -c "for m in '' --cuda; do \
-        '$full/tools/gyre-run' -n $n '$full/tools/gyre-bench' all_reduce -b 8 -e 256M -f 8 \
-        -n 10 -w 3 \$m | grep -v '^\[[1-9]\]' || exit 1; done"
+      step "all_reduce n=$n host vs CUDA buffers (staged)" bash -c "for m in '' --cuda; do \
+        GYRE_CUDA_IPC=0 '$full/tools/gyre-run' -n $n '$full/tools/gyre-bench' all_reduce -b 8 \
+        -e 256M -f 8 -n 10 -w 3 \$m | grep -v '^\[[1-9]\]' || exit 1; done"
     done
   else
     echo "not run: collectives on CUDA memory (the full build does not configure here:" \

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "gyre/gyre.h"
 #include "kernels/cuda/reduce.h"
+#include "runtime/api_internal.h"
 #include "runtime/communicator.h"
 #include "tests/cuda/device.h"
 #include "tests/harness/reference.h"
@@ -145,6 +147,26 @@ std::string failureOf(gyreComm_t comm) {
   if (async == gyreSuccess) return "ok";
   gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, comm, nullptr);
   return gyreGetLastError(nullptr);
+}
+
+// Whether stream-ordered collectives of `comm` run as kernels over cuda_ipc links (set up by
+// its first collective), rather than staged through host memory (GYRE_CUDA_IPC=0).
+bool onIpcLinks(gyreComm_t comm) {
+  return gyre::api::commOf(comm).deviceLinkBytes() > 0;
+}
+bool ipcWanted() {
+  const char* v = std::getenv("GYRE_CUDA_IPC");
+  return !(v && std::string(v) == "0");
+}
+
+// One all-reduce on every rank: sets up the cuda_ipc links, which takes every rank.
+void warmUp(Job& job) {
+  job.run([&](int r) {
+    DeviceBuffer b(64 * 4);
+    OK(gyreAllReduce(b.p, b.p, 64, gyreFloat32, gyreSum, job.comms[r], job.streams[r]));
+    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
+    CHECK(onIpcLinks(job.comms[r]) == ipcWanted());
+  });
 }
 
 std::string name(const char* coll, int n, DataType type, RedOp op) {
@@ -390,33 +412,67 @@ TEST_CASE("a group of stream-ordered calls: fused all-reduces and a two-way exch
   });
 }
 
-TEST_CASE("a collective is refused inside CUDA graph capture, and the communicator goes on") {
+// Over cuda_ipc links a collective is one kernel, which a graph captures like any other; the
+// staged path needs the host at run time and refuses.
+TEST_CASE(
+    "CUDA graph capture: kernels over cuda_ipc links are captured and replayed; staged "
+    "calls are refused and the communicator goes on") {
   Job job(2);
+  warmUp(job);
   const size_t count = 1000;
   DeviceBuffer buf0(count * 4), buf1(count * 4);
   DeviceBuffer* bufs[2] = {&buf0, &buf1};
-  cudaStream_t s0 = job.streams[0];
-  CUDA_OK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
-  const gyreResult_t refused =
-      gyreAllReduce(buf0.p, buf0.p, count, gyreFloat32, gyreSum, job.comms[0], s0);
-  const std::string message = gyreGetLastError(nullptr);
-  cudaGraph_t graph = nullptr;
-  CUDA_OK(cudaStreamEndCapture(s0, &graph));
-  if (graph) cudaGraphDestroy(graph);
-  CHECK(refused == gyreInvalidUsage);
-  CHECK_MESSAGE(message.find("captured into a CUDA graph") != std::string::npos, message);
+  const gyre::test::Data data{DataType::f32, RedOp::sum, 2, gSeed};
+  if (!ipcWanted()) {
+    cudaStream_t s0 = job.streams[0];
+    CUDA_OK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
+    const gyreResult_t refused =
+        gyreAllReduce(buf0.p, buf0.p, count, gyreFloat32, gyreSum, job.comms[0], s0);
+    const std::string message = gyreGetLastError(nullptr);
+    cudaGraph_t graph = nullptr;
+    CUDA_OK(cudaStreamEndCapture(s0, &graph));
+    if (graph) cudaGraphDestroy(graph);
+    CHECK(refused == gyreInvalidUsage);
+    CHECK_MESSAGE(message.find("captured into a CUDA graph") != std::string::npos, message);
+  } else {
+    // Each rank captures out of place from its input into `bufs`, then replays twice.
+    DeviceBuffer in0(count * 4), in1(count * 4);
+    DeviceBuffer* ins[2] = {&in0, &in1};
+    job.run([&](int r) {
+      ins[r]->upload(inputOf(data, r, 0, count));
+      cudaStream_t s = job.streams[r];
+      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      const gyreResult_t captured =
+          gyreAllReduce(ins[r]->p, bufs[r]->p, count, gyreFloat32, gyreSum, job.comms[r], s);
+      const std::string message = gyreGetLastError(nullptr);
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamEndCapture(s, &graph));
+      REQUIRE_MESSAGE(captured == gyreSuccess, message);
+      cudaGraphExec_t exec = nullptr;
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 2; ++replay) {
+        CUDA_OK(cudaMemsetAsync(bufs[r]->p, kPoison, count * 4, s));
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        checkBytes(bufs[r]->download(), 0, expectedOf(data, 0, count), "graph replay");
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    });
+  }
   job.run([&](int r) {
-    const gyre::test::Data data{DataType::f32, RedOp::sum, 2, gSeed};
     bufs[r]->upload(inputOf(data, r, 0, count));
     OK(gyreAllReduce(bufs[r]->p, bufs[r]->p, count, gyreFloat32, gyreSum, job.comms[r],
                      job.streams[r]));
     CUDA_OK(cudaStreamSynchronize(job.streams[r]));
-    checkBytes(bufs[r]->download(), 0, expectedOf(data, 0, count), "after the refusal");
+    checkBytes(bufs[r]->download(), 0, expectedOf(data, 0, count), "after the capture");
+    CHECK(failureOf(job.comms[r]) == "ok");
   });
 }
 
 TEST_CASE("a stream waiting on a peer that never calls is let go at the timeout, with the error") {
   Job job(2, 1500);
+  warmUp(job);
   const size_t count = 4096;
   DeviceBuffer buf(count * 4);
   const auto start = std::chrono::steady_clock::now();
@@ -437,6 +493,7 @@ TEST_CASE("a stream waiting on a peer that never calls is let go at the timeout,
 
 TEST_CASE("gyreCommAbort lets a waiting stream go at once") {
   Job job(2, 120000);
+  warmUp(job);
   const size_t count = 4096;
   DeviceBuffer buf(count * 4);
   OK(gyreAllReduce(buf.p, buf.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
@@ -449,6 +506,68 @@ TEST_CASE("gyreCommAbort lets a waiting stream go at once") {
   gyreResult_t async = gyreSuccess;
   OK(gyreCommGetAsyncError(job.comms[0], &async));
   CHECK(async == gyreAborted);
+}
+
+TEST_CASE("ranks in different collectives: the error says they disagree, within the timeout") {
+  Job job(2, 1500);
+  warmUp(job);
+  const size_t count = 4096;
+  DeviceBuffer a(count * 4 * 2), b(count * 4 * 2);
+  job.run([&](int r) {
+    if (r == 0) {
+      OK(gyreAllReduce(a.p, a.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
+    } else {
+      OK(gyreBroadcast(b.p, b.p, count, gyreFloat32, 1, job.comms[1], job.streams[1]));
+    }
+    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
+  });
+  std::string messages;
+  for (int r = 0; r < 2; ++r) messages += failureOf(job.comms[r]) + "\n";
+  CHECK_MESSAGE(messages.find("ranks disagree") != std::string::npos, messages);
+}
+
+TEST_CASE("calls alternating between two streams per rank run in issue order, exact") {
+  Job job(2);
+  warmUp(job);
+  const size_t count = 70001;
+  job.run([&](int r) {
+    cudaStream_t other = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<gyre::test::Data> data;
+    for (int k = 0; k < 6; ++k) {
+      data.push_back({DataType::i32, RedOp::sum, 2, gSeed + uint64_t(k)});
+      bufs.push_back(std::make_unique<DeviceBuffer>(count * 4));
+      bufs.back()->upload(inputOf(data.back(), r, 0, count));
+    }
+    for (int k = 0; k < 6; ++k) {
+      OK(gyreAllReduce(bufs[size_t(k)]->p, bufs[size_t(k)]->p, count, gyreInt32, gyreSum,
+                       job.comms[r], k % 2 ? other : job.streams[r]));
+    }
+    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
+    CUDA_OK(cudaStreamSynchronize(other));
+    for (int k = 0; k < 6; ++k) {
+      checkBytes(bufs[size_t(k)]->download(), 0, expectedOf(data[size_t(k)], 0, count),
+                 "all_reduce on alternating streams");
+    }
+    CHECK(failureOf(job.comms[r]) == "ok");
+    cudaStreamDestroy(other);
+  });
+}
+
+TEST_CASE("cuda_ipc links hold the documented device memory per communicator") {
+  for (int n : {2, 4}) {
+    Job job(n);
+    warmUp(job);
+    if (!ipcWanted()) return;
+    // Channel 0 to every peer, channels 1..7 to the ring neighbours, each ring nSlots (4 in
+    // this Job) slots of 256 KiB (docs/cuda.md).
+    const size_t rings = size_t(n - 1) + 7 * (n == 2 ? 1 : 2), ring = 4 * (size_t(256) << 10);
+    const size_t bytes = gyre::api::commOf(job.comms[0]).deviceLinkBytes();
+    MESSAGE("n = ", n, ": ", bytes >> 20, " MiB of device memory per rank");
+    CHECK(bytes >= rings * ring);
+    CHECK(bytes < rings * ring + (1 << 20));
+  }
 }
 
 // gyreCommRegister takes device memory: for GPUDirect RDMA where rdma carries the peer (not
