@@ -1,5 +1,6 @@
 #include "runtime/device_links.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <sstream>
@@ -51,8 +52,18 @@ std::unique_ptr<DeviceLinks> DeviceLinks::setUp(Communicator& comm,
   std::unique_ptr<DeviceLinks> links(new DeviceLinks());
   links->rank_ = rank;
   links->timeout_ = config.timeout;
-  links->layout_ = {n, std::min(config.cudaChannels, kMaxChannels), config.nSlots,
-                    uint32_t(config.cudaSlotBytes)};
+  // Every block of every rank's kernel must be resident at once (they wait for each other),
+  // even with all ranks on this one GPU: at most one block per multiprocessor per rank.
+  int device = 0, multiprocessors = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) !=
+          cudaSuccess) {
+    cudaGetLastError();
+    multiprocessors = n;
+  }
+  const int channels =
+      std::clamp(multiprocessors / n, 1, std::min(config.cudaChannels, kMaxChannels));
+  links->layout_ = {n, channels, config.nSlots, uint32_t(config.cudaSlotBytes)};
   const DeviceLinkLayout& layout = links->layout_;
 
   IpcRegionRecord self{};

@@ -577,8 +577,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
   app.add_flag("--cuda", o.cuda,
-               "buffers in CUDA device memory, calls on a CUDA stream (staged through pinned "
-               "host memory; see docs/cuda.md)");
+               "buffers in CUDA device memory, calls on a CUDA stream (one kernel over cuda_ipc "
+               "links between GPUs of one host, else staged through pinned host memory; see "
+               "docs/cuda.md)");
   app.add_flag("--register", o.registered,
                "register the buffers (gyreCommRegister): sends leave straight from them over rdma");
   std::string algorithms;
