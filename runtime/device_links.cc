@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <sstream>
 
 #include "kernels/cuda/device_collectives.h"
 #include "runtime/communicator.h"
 #include "runtime/cuda_staging.h"
+#include "runtime/device_failure.h"
 #include "runtime/log.h"
 #include "transport/link.h"
 #include "transport/transport.h"
@@ -28,18 +28,6 @@ std::string localObstacle(const std::vector<PeerInfo>& peers, int rank) {
     }
   }
   return "";
-}
-
-std::string metaText(const DeviceSlotMeta& m) {
-  SlotMeta s;
-  s.bytes = m.bytes;
-  s.coll = m.coll;
-  s.dtype = m.dtype;
-  s.op = m.op;
-  s.root = m.root;
-  s.seq = m.seq;
-  s.count = m.count;
-  return describeOp(s);
 }
 
 }  // namespace
@@ -208,33 +196,8 @@ Status DeviceLinks::launch(DeviceCall call, cudaStream_t stream, const std::stri
 Status DeviceLinks::failure(const std::string& who) const {
   for (int c = 0; c < kMaxChannels; ++c) {
     DeviceFailure& f = failuresHost_[c];
-    const uint32_t code = std::atomic_ref<uint32_t>(f.code).load(std::memory_order_acquire);
-    if (code == 0) continue;
-    const std::string what = who + ": " + metaText(f.call);
-    const std::string peer = "rank " + std::to_string(f.peer);
-    switch (DeviceFailureCode(code)) {
-      case DeviceFailureCode::timeout: {
-        std::ostringstream secs;
-        secs << std::chrono::duration<double>(timeout_).count();
-        return {Code::timeout,
-                what + " timed out after " + secs.str() + " s in the kernel waiting for " +
-                    (f.waitKind == uint32_t(DeviceWaitKind::data_from) ? "data from "
-                                                                       : "buffer space at ") +
-                    peer + " over cuda_ipc (channel " + std::to_string(f.channel) + ")"};
-      }
-      case DeviceFailureCode::aborted:
-        return {Code::aborted, what + " aborted by gyreCommAbort"};
-      case DeviceFailureCode::mismatch:
-        return {Code::invalid_usage, who + ": ranks disagree: this rank is in " + metaText(f.call) +
-                                         " but " + peer + " sent data for " + metaText(f.seen) +
-                                         " (" + std::to_string(f.seen.bytes) + " bytes where " +
-                                         std::to_string(f.wantedBytes) + " were expected)"};
-      default:
-        return {Code::internal, what +
-                                    ": the kernel's algorithm named a peer it has no link to "
-                                    "(failure code " +
-                                    std::to_string(code) + ")"};
-    }
+    if (std::atomic_ref<uint32_t>(f.code).load(std::memory_order_acquire) == 0) continue;
+    return deviceFailureStatus(f, who, timeout_);
   }
   return {};
 }

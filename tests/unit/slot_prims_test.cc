@@ -16,6 +16,7 @@
 
 #include "algorithms/device_call.h"
 #include "kernels/cpu/reduce.h"
+#include "runtime/device_failure.h"
 #include "tests/harness/reference.h"
 
 using namespace gyre;
@@ -356,4 +357,48 @@ TEST_CASE("device executor: a missing peer times out; the host's abort word ends
     CHECK(failure.waitKind == uint32_t(DeviceWaitKind::data_from));
     for (float v : out) CHECK(v == 0.0f);  // nothing arrived, nothing written
   }
+}
+
+TEST_CASE("device failures become statuses naming the rank, the call and the peer") {
+  DeviceFailure f{};
+  f.peer = 3;
+  f.channel = 2;
+  f.call.coll = uint8_t(Collective::all_reduce);
+  f.call.dtype = uint8_t(DataType::f32);
+  f.call.op = uint8_t(RedOp::sum);
+  f.call.seq = 7;
+  f.call.count = 4096;
+  f.call.root = -1;
+  CHECK(deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1500)).ok());
+
+  f.code = uint32_t(DeviceFailureCode::timeout);
+  f.waitKind = uint32_t(DeviceWaitKind::data_from);
+  Status s = deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1500));
+  CHECK(s.code == Code::timeout);
+  CHECK_MESSAGE(s.message.find("rank 1: all_reduce #7") == 0, s.message);
+  CHECK_MESSAGE(s.message.find("1.5 s") != std::string::npos, s.message);
+  CHECK_MESSAGE(
+      s.message.find("waiting for data from rank 3 over cuda_ipc (channel 2)") != std::string::npos,
+      s.message);
+  f.waitKind = uint32_t(DeviceWaitKind::space_at);
+  s = deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1500));
+  CHECK_MESSAGE(s.message.find("buffer space at rank 3") != std::string::npos, s.message);
+
+  f.code = uint32_t(DeviceFailureCode::mismatch);
+  f.seen = f.call;
+  f.seen.coll = uint8_t(Collective::broadcast);
+  f.seen.root = 0;
+  f.seen.bytes = 64;
+  f.wantedBytes = 128;
+  s = deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1500));
+  CHECK(s.code == Code::invalid_usage);
+  CHECK_MESSAGE(s.message.find("ranks disagree") != std::string::npos, s.message);
+  CHECK_MESSAGE(s.message.find("rank 3 sent data for broadcast #7") != std::string::npos,
+                s.message);
+  CHECK_MESSAGE(s.message.find("64 bytes where 128") != std::string::npos, s.message);
+
+  f.code = uint32_t(DeviceFailureCode::aborted);
+  CHECK(deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1)).code == Code::aborted);
+  f.code = uint32_t(DeviceFailureCode::no_link);
+  CHECK(deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1)).code == Code::internal);
 }
