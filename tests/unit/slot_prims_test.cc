@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -23,16 +24,40 @@ using namespace gyre;
 
 namespace {
 
-// One "block" of one thread: every barrier is trivially passed.
+// What the threads of one block share: its barrier, and the flags of syncAny (two, used in
+// turn, so one can be reset while the other is in use).
+struct Block {
+  explicit Block(int threads) : barrier(threads) {}
+  std::barrier<> barrier;
+  std::atomic<bool> any[2] = {false, false};
+};
+
+// A thread block played by `threads` host threads (one: every barrier is trivially passed).
+// The element kernels split each call among them, as the device's threads do.
 struct HostEnv {
   DataType type;
   RedOp op;
   DeviceFailure* failure;
   const DeviceControl* control;
+  Block* block = nullptr;
+  int tid = 0;
+  int threads = 1;
+  unsigned turn = 0;
 
-  bool leader() const { return true; }
-  bool syncAny(bool pred) const { return pred; }
-  void sync() const {}
+  bool leader() const { return tid == 0; }
+  void sync() {
+    if (block) block->barrier.arrive_and_wait();
+  }
+  bool syncAny(bool pred) {
+    if (!block) return pred;
+    const unsigned slot = turn++ & 1;
+    if (pred) block->any[slot].store(true);
+    block->barrier.arrive_and_wait();
+    const bool any = block->any[slot].load();
+    block->barrier.arrive_and_wait();  // all have read it: the leader may reset it
+    if (tid == 0) block->any[slot].store(false);
+    return any;
+  }
   uint64_t load(const uint64_t* p) const {
     return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(p)).load(std::memory_order_acquire);
   }
@@ -50,11 +75,19 @@ struct HostEnv {
   }
   void pause() const { std::this_thread::yield(); }
   size_t elemSize() const { return dataTypeSize(type); }
+  // This thread's share [lo, hi) of n.
+  size_t lo(size_t n) const { return n * size_t(tid) / size_t(threads); }
+  size_t hi(size_t n) const { return n * size_t(tid + 1) / size_t(threads); }
   void reduce(void* dst, void* dst2, const void* a, const void* b, size_t n, int divisor) const {
-    cpu::reduce(type, op, dst, dst2, a, b, n, divisor);
+    const size_t es = elemSize(), from = lo(n) * es, k = hi(n) - lo(n);
+    auto at = [&](const void* p) { return p ? static_cast<const char*>(p) + from : nullptr; };
+    cpu::reduce(type, op, const_cast<char*>(at(dst)), const_cast<char*>(at(dst2)), at(a), at(b), k,
+                divisor);
   }
   void copy(void* dst, void* dst2, const void* src, size_t bytes) const {
-    cpu::copy(dst, dst2, src, bytes);
+    const size_t from = lo(bytes), k = hi(bytes) - lo(bytes);
+    auto at = [&](const void* p) { return p ? static_cast<const char*>(p) + from : nullptr; };
+    cpu::copy(const_cast<char*>(at(dst)), const_cast<char*>(at(dst2)), at(src), k);
   }
   void fail(const DeviceFailure& f) const {
     if (failure->code == 0) *failure = f;
@@ -91,20 +124,32 @@ struct SlotNetwork {
   }
 };
 
-// Runs `calls[r]` on every rank, one thread per (rank, channel); returns each rank's failures.
-std::vector<std::vector<DeviceFailure>> runCalls(SlotNetwork& net, std::vector<DeviceCall> calls) {
+// Runs `calls[r]` on every rank, a block of `threadsPerBlock` threads per (rank, channel);
+// returns each rank's failures.
+std::vector<std::vector<DeviceFailure>> runCalls(SlotNetwork& net, std::vector<DeviceCall> calls,
+                                                 int threadsPerBlock = 1) {
   const int n = net.layout.nranks;
   std::vector<std::vector<DeviceFailure>> failures{size_t(n)};
+  std::vector<std::unique_ptr<Block>> blocks;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) failures[size_t(r)].assign(size_t(calls[size_t(r)].channels), {});
   for (int r = 0; r < n; ++r) {
     for (int c = 0; c < calls[size_t(r)].channels; ++c) {
-      threads.emplace_back([&, r, c] {
-        DeviceCall call = calls[size_t(r)];
-        call.links = net.table(r);
-        HostEnv env{call.dtype, call.op, &failures[size_t(r)][size_t(c)], &net.control};
-        runDeviceChannel(env, call, c);
-      });
+      Block* block = nullptr;
+      if (threadsPerBlock > 1) {
+        blocks.push_back(std::make_unique<Block>(threadsPerBlock));
+        block = blocks.back().get();
+      }
+      for (int t = 0; t < threadsPerBlock; ++t) {
+        threads.emplace_back([&, r, c, t, block] {
+          DeviceCall call = calls[size_t(r)];
+          call.links = net.table(r);
+          HostEnv env{call.dtype,     call.op, &failures[size_t(r)][size_t(c)],
+                      &net.control,   block,   t,
+                      threadsPerBlock};
+          runDeviceChannel(env, call, c);
+        });
+      }
     }
   }
   for (auto& t : threads) t.join();
@@ -153,7 +198,7 @@ size_t outElems(Collective coll, size_t count, int n) {
 // Runs one collective on fresh buffers and checks every rank's output exactly (and that a
 // collective leaves alone what it must not write).
 void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, size_t count,
-                     int root, int channels, uint64_t seq, uint64_t seed) {
+                     int root, int channels, uint64_t seq, uint64_t seed, int threadsPerBlock = 1) {
   const int n = net.layout.nranks;
   const size_t es = dataTypeSize(type);
   test::Data data{type, op, n, seed};
@@ -172,7 +217,7 @@ void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, s
     call.recv = out[size_t(r)].data();
     calls.push_back(call);
   }
-  const auto failures = runCalls(net, calls);
+  const auto failures = runCalls(net, calls, threadsPerBlock);
   for (int r = 0; r < n; ++r)
     for (const auto& f : failures[size_t(r)]) REQUIRE(f.code == 0);
 
@@ -290,6 +335,37 @@ TEST_CASE("device executor: every collective, exact, over links of few small slo
               ++seq;
               checkCollective(net, k, type, op, count, root, channels, seq, seed + seq);
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The device's blocks: the leader alone waits and publishes, every thread computes its share,
+// barriers between. Fewer cases, each with three threads per block.
+TEST_CASE("device executor: blocks of several threads, every collective, exact") {
+  const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  CAPTURE(seed);
+  uint64_t seq = 0;
+  for (int n : {2, 3, 4}) {
+    for (int channels : {1, 2}) {
+      SlotNetwork net(n, channels, 4, 64);
+      for (const Case& k : kCases) {
+        for (size_t count : {size_t(1), size_t(61), size_t(300)}) {
+          for (auto [type, op] :
+               {std::pair{DataType::f32, RedOp::avg}, std::pair{DataType::i64, RedOp::prod},
+                std::pair{DataType::bf16, RedOp::sum}}) {
+            if (!reduces(k.coll) && op != RedOp::sum) continue;
+            CAPTURE(n);
+            CAPTURE(channels);
+            CAPTURE(int(k.coll));
+            CAPTURE(int(k.algorithm));
+            CAPTURE(count);
+            CAPTURE(int(type));
+            ++seq;
+            const int root = int((count + seq) % uint64_t(n));
+            checkCollective(net, k, type, op, count, root, channels, seq, seed + seq, 3);
           }
         }
       }
