@@ -1,20 +1,23 @@
 #include "runtime/device_failure.h"
 
+#include <cstddef>
+#include <cstring>
 #include <sstream>
 
 #include "transport/link.h"
 
 namespace gyre {
 
+// The device header is the host one, field for field (device_link.h cannot include link.h).
+static_assert(sizeof(DeviceSlotMeta) == sizeof(SlotMeta) &&
+                  offsetof(DeviceSlotMeta, root) == offsetof(SlotMeta, root) &&
+                  offsetof(DeviceSlotMeta, seq) == offsetof(SlotMeta, seq) &&
+                  offsetof(DeviceSlotMeta, count) == offsetof(SlotMeta, count),
+              "DeviceSlotMeta and SlotMeta differ");
+
 std::string describeDeviceOp(const DeviceSlotMeta& m) {
   SlotMeta s;
-  s.bytes = m.bytes;
-  s.coll = m.coll;
-  s.dtype = m.dtype;
-  s.op = m.op;
-  s.root = m.root;
-  s.seq = m.seq;
-  s.count = m.count;
+  std::memcpy(static_cast<void*>(&s), &m, sizeof s);
   return describeOp(s);
 }
 
