@@ -259,7 +259,7 @@ void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, s
     }
     const size_t bytes = outElems(k.coll, count, n) * es;
     if (written) {
-      REQUIRE(std::memcmp(out[size_t(r)].data(), want.data(), bytes) == 0);
+      REQUIRE((bytes == 0 || std::memcmp(out[size_t(r)].data(), want.data(), bytes) == 0));
     } else {
       for (size_t b = 0; b < bytes; ++b) REQUIRE(out[size_t(r)][b] == kPoison);
     }
