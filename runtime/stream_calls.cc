@@ -8,6 +8,7 @@
 
 #include "runtime/communicator_impl.h"
 #include "runtime/device_memory.h"
+#include "runtime/kernel_plan.h"
 #include "runtime/log.h"
 #include "runtime/staging_plan.h"
 
@@ -64,29 +65,6 @@ bool onDevice(const std::vector<StagedBuffer>& buffers) {
   return true;
 }
 
-// Overlapping buffers are allowed only where the collective defines them in place.
-bool validInPlace(const KernelCall& k, const std::vector<StagedBuffer>& buffers, int rank) {
-  if (buffers.size() < 2) return true;
-  const auto* send = static_cast<const char*>(buffers[0].p);
-  const auto* recv = static_cast<const char*>(buffers[1].p);
-  if (!send || !recv || !overlaps(send, buffers[0].bytes, recv, buffers[1].bytes)) return true;
-  const size_t block = k.count * dataTypeSize(k.type) * size_t(rank);
-  switch (k.coll) {
-    case Collective::all_reduce:
-    case Collective::broadcast:
-    case Collective::reduce:
-      return send == recv;
-    case Collective::all_gather:
-    case Collective::gather:
-      return send == recv + block;
-    case Collective::reduce_scatter:
-    case Collective::scatter:
-      return recv == send + block;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 void Communicator::Impl::pollDeviceFailure() {
@@ -130,24 +108,14 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
       d.deviceLinks = DeviceLinks::setUp(*this, d.peers, d.config);
     }
     // Other calls take the staged path, whose host call reports what is wrong with them.
-    if (d.deviceLinks && onDevice(buffers) && validInPlace(*kernel, buffers, d.config.rank)) {
-      DeviceLinks& links = *d.deviceLinks;
-      DeviceCall dc{};
-      dc.send = buffers.size() > 0 ? buffers[0].p : nullptr;
-      dc.recv = buffers.size() > 1 ? const_cast<void*>(buffers[1].p) : nullptr;
-      dc.count = kernel->count;
-      dc.root = kernel->root;
-      dc.coll = kernel->coll;
-      dc.dtype = kernel->type;
-      dc.op = kernel->op;
-      dc.algorithm = DeviceAlgorithm::ring;
-      dc.chunkElems = links.chunkElems(kernel->type);
-      const size_t slotElems = d.config.cudaSlotBytes / dataTypeSize(kernel->type);
-      dc.channels = deviceCallSplits(kernel->coll)
-                        ? int(std::clamp<size_t>(kernel->count / std::max<size_t>(1, slotElems), 1,
-                                                 size_t(links.channels())))
-                        : 1;
-      if (Status s = links.launch(dc, stream, call, capture != cudaStreamCaptureStatusNone);
+    std::optional<DeviceCall> dc;
+    if (d.deviceLinks && onDevice(buffers)) {
+      dc = planKernelCall(*kernel, buffers, d.config.rank, d.config.cudaSlotBytes,
+                          d.deviceLinks->channels(), d.deviceLinks->chunkElems(kernel->type));
+    }
+    if (dc) {
+      if (Status s =
+              d.deviceLinks->launch(*dc, stream, call, capture != cudaStreamCaptureStatusNone);
           !s.ok()) {
         d.setPoison(s);
         throw Failure(s);

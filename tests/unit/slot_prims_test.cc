@@ -18,6 +18,7 @@
 #include "algorithms/device_call.h"
 #include "kernels/cpu/reduce.h"
 #include "runtime/device_failure.h"
+#include "runtime/kernel_plan.h"
 #include "tests/harness/reference.h"
 
 using namespace gyre;
@@ -477,4 +478,45 @@ TEST_CASE("device failures become statuses naming the rank, the call and the pee
   CHECK(deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1)).code == Code::aborted);
   f.code = uint32_t(DeviceFailureCode::no_link);
   CHECK(deviceFailureStatus(f, "rank 1", std::chrono::milliseconds(1)).code == Code::internal);
+}
+
+TEST_CASE("kernel plans: in-place forms run as kernels, other overlaps stay staged; channels") {
+  std::vector<float> a(4096), b(4096);
+  const size_t slot = 256;  // bytes: 64 floats
+  auto plan = [&](Collective coll, const void* send, size_t sendElems, const void* recv,
+                  size_t recvElems, size_t count, int rank = 1) {
+    KernelCall k{coll, DataType::f32, RedOp::sum, count, 0};
+    std::vector<StagedBuffer> buffers{{send, sendElems * 4, StagedBuffer::in, "sendbuff"},
+                                      {recv, recvElems * 4, StagedBuffer::out, "recvbuff"}};
+    return planKernelCall(k, buffers, rank, slot, 8, 128);
+  };
+  // Out of place and the in-place forms run; the call's fields are carried.
+  auto p = plan(Collective::all_reduce, a.data(), 100, b.data(), 100, 100);
+  REQUIRE(p);
+  CHECK(p->send == a.data());
+  CHECK(p->recv == b.data());
+  CHECK(p->count == 100);
+  CHECK(p->chunkElems == 128);
+  CHECK(plan(Collective::all_reduce, a.data(), 100, a.data(), 100, 100));
+  CHECK(plan(Collective::all_gather, a.data() + 100, 100, a.data(), 400, 100));
+  CHECK(plan(Collective::reduce_scatter, a.data(), 400, a.data() + 100, 100, 100));
+  CHECK(plan(Collective::gather, a.data() + 100, 100, a.data(), 400, 100));
+  CHECK(plan(Collective::scatter, a.data(), 400, a.data() + 100, 100, 100));
+  // Overlaps that are not the in-place form, and all-to-all in place, are staged.
+  CHECK_FALSE(plan(Collective::all_reduce, a.data(), 100, a.data() + 1, 100, 100));
+  CHECK_FALSE(plan(Collective::all_gather, a.data(), 100, a.data(), 400, 100));
+  CHECK_FALSE(plan(Collective::reduce_scatter, a.data(), 400, a.data(), 100, 100));
+  CHECK_FALSE(plan(Collective::all_to_all, a.data(), 400, a.data(), 400, 100));
+  // Calls the kernel does not run are staged.
+  CHECK_FALSE(plan(Collective::all_gather_v, a.data(), 100, b.data(), 400, 100));
+  CHECK_FALSE(plan(Collective::send_recv, a.data(), 100, nullptr, 0, 100));
+  // Ring collectives take a channel per slot of the per-rank count, at most 8; others one.
+  CHECK(plan(Collective::all_reduce, a.data(), 10, b.data(), 10, 10)->channels == 1);
+  CHECK(plan(Collective::all_reduce, a.data(), 200, b.data(), 200, 200)->channels == 3);
+  CHECK(plan(Collective::all_reduce, a.data(), 4096, b.data(), 4096, 4096)->channels == 8);
+  CHECK(plan(Collective::all_gather, a.data(), 200, b.data(), 800, 200)->channels == 3);
+  CHECK(plan(Collective::reduce, a.data(), 4096, b.data(), 4096, 4096)->channels == 1);
+  CHECK(plan(Collective::all_to_all, a.data(), 800, b.data(), 800, 200)->channels == 1);
+  // Null buffers (a non-root's broadcast sendbuff) are fine.
+  CHECK(plan(Collective::broadcast, nullptr, 0, b.data(), 100, 100));
 }
