@@ -136,19 +136,20 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
     # kernels take turns on the GPU (time slices), so it runs again under a private MPS daemon
     # where nvidia-cuda-mps-control exists (started here, stopped after; the GPU's own settings
     # are left alone). Then the staged path, for the figure of issue #6 (>= 80% of host).
-    ipc_bench() {
+    ipc_bench() {  # ipc_bench LABEL LARGEST
       for n in 2 4; do
         echo "## n=$n $1"
-        "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce -b 1M -e 1G -f 4 \
-          -n 10 -w 3 --cuda $2 | grep -v '^\[[1-9]\]' || return 1
+        "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce -b 1M -e "$2" -f 4 \
+          -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
       done
     }
-    step "all_reduce over cuda_ipc (no MPS)" ipc_bench "cuda_ipc" ""
+    # Without MPS every wait may cost a time slice: smaller sizes keep the step bounded.
+    step "all_reduce over cuda_ipc (no MPS)" ipc_bench "cuda_ipc" 64M
     if command -v nvidia-cuda-mps-control >/dev/null; then
       export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       if nvidia-cuda-mps-control -d; then
-        step "all_reduce over cuda_ipc (MPS)" ipc_bench "cuda_ipc under MPS" ""
+        step "all_reduce over cuda_ipc (MPS)" ipc_bench "cuda_ipc under MPS" 1G
         echo quit | nvidia-cuda-mps-control
       else
         echo "MPS daemon did not start: cuda_ipc under MPS not measured" | tee -a "$report"
