@@ -165,7 +165,6 @@ size_t DeviceLinks::chunkElems(DataType type) const {
 
 Status DeviceLinks::launch(DeviceCall call, cudaStream_t stream, const std::string& who,
                            bool capturing) {
-  if (Status s = failure(who); !s.ok()) return s;
   call.links = {layout_.nranks, layout_.channels, table_,
                 table_ + size_t(layout_.nranks * layout_.channels)};
   call.failures = failuresDevice_;

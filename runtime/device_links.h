@@ -30,6 +30,7 @@ class DeviceLinks {
   // Waits (bounded) for the last kernel, then unmaps and frees.
   ~DeviceLinks();
 
+  // The caller checks failure() first (enqueueOnStream polls it into the poison).
   // Enqueues `call` (its links, failures, control, seq and timeout are filled in here) on
   // `stream`, after every earlier kernel of this communicator whatever its stream. While the
   // stream is `capturing` into a CUDA graph the kernel becomes a node of it, ordered by the

@@ -10,6 +10,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -309,54 +310,20 @@ TEST_CASE("device link layout: every ring inside its region, none overlapping, b
   }
 }
 
-TEST_CASE("device executor: every collective, exact, over links of few small slots") {
-  const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  CAPTURE(seed);
-  const DataType types[] = {DataType::f32, DataType::bf16, DataType::i32, DataType::u8,
-                            DataType::f64};
-  const RedOp ops[] = {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg};
-  for (int n : {1, 2, 3, 4, 5}) {
-    for (int channels : {1, 3}) {
-      // 48-byte slots, 4 per link: many slices, rounds and wrap-arounds.
-      SlotNetwork net(n, channels, 4, 48);
-      uint64_t seq = 0;
-      for (const Case& k : kCases) {
-        for (size_t count : {size_t(0), size_t(1), size_t(n + 1), size_t(97)}) {
-          for (DataType type : types) {
-            for (RedOp op : ops) {
-              if (!reduces(k.coll) && op != RedOp::sum) continue;
-              CAPTURE(n);
-              CAPTURE(channels);
-              CAPTURE(int(k.coll));
-              CAPTURE(int(k.algorithm));
-              CAPTURE(count);
-              CAPTURE(int(type));
-              CAPTURE(int(op));
-              const int root = int((count + seq) % uint64_t(n));
-              ++seq;
-              checkCollective(net, k, type, op, count, root, channels, seq, seed + seq);
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-// The device's blocks: the leader alone waits and publishes, every thread computes its share,
-// barriers between. Fewer cases, each with three threads per block.
-TEST_CASE("device executor: blocks of several threads, every collective, exact") {
+// Every case of kCases for each n, channel count, count and (type, op), on links of
+// `slotBytes`-byte slots (4 per link) reused across the calls, blocks of `threads` threads.
+void checkMatrix(std::initializer_list<int> ns, std::initializer_list<int> channelCounts,
+                 uint32_t slotBytes, const std::function<std::vector<size_t>(int n)>& countsFor,
+                 const std::vector<std::pair<DataType, RedOp>>& typeOps, int threads) {
   const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   CAPTURE(seed);
   uint64_t seq = 0;
-  for (int n : {2, 3, 4}) {
-    for (int channels : {1, 2}) {
-      SlotNetwork net(n, channels, 4, 64);
+  for (int n : ns) {
+    for (int channels : channelCounts) {
+      SlotNetwork net(n, channels, 4, slotBytes);
       for (const Case& k : kCases) {
-        for (size_t count : {size_t(1), size_t(61), size_t(300)}) {
-          for (auto [type, op] :
-               {std::pair{DataType::f32, RedOp::avg}, std::pair{DataType::i64, RedOp::prod},
-                std::pair{DataType::bf16, RedOp::sum}}) {
+        for (size_t count : countsFor(n)) {
+          for (auto [type, op] : typeOps) {
             if (!reduces(k.coll) && op != RedOp::sum) continue;
             CAPTURE(n);
             CAPTURE(channels);
@@ -364,14 +331,42 @@ TEST_CASE("device executor: blocks of several threads, every collective, exact")
             CAPTURE(int(k.algorithm));
             CAPTURE(count);
             CAPTURE(int(type));
-            ++seq;
+            CAPTURE(int(op));
             const int root = int((count + seq) % uint64_t(n));
-            checkCollective(net, k, type, op, count, root, channels, seq, seed + seq, 3);
+            ++seq;
+            checkCollective(net, k, type, op, count, root, channels, seq, seed + seq, threads);
           }
         }
       }
     }
   }
+}
+
+TEST_CASE("device executor: every collective, exact, over links of few small slots") {
+  std::vector<std::pair<DataType, RedOp>> typeOps;
+  for (DataType type :
+       {DataType::f32, DataType::bf16, DataType::i32, DataType::u8, DataType::f64}) {
+    for (RedOp op : {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg})
+      typeOps.emplace_back(type, op);
+  }
+  // 48-byte slots, 4 per link: many slices, rounds and wrap-arounds; counts 0, 1, n+1, 97.
+  checkMatrix(
+      {1, 2, 3, 4, 5}, {1, 3}, 48,
+      [](int n) {
+        return std::vector<size_t>{0, 1, size_t(n + 1), 97};
+      },
+      typeOps, 1);
+}
+
+// The device's blocks: the leader alone waits and publishes, every thread computes its share,
+// barriers between. Fewer cases, each with three threads per block.
+TEST_CASE("device executor: blocks of several threads, every collective, exact") {
+  checkMatrix(
+      {2, 3, 4}, {1, 2}, 64,
+      [](int) {
+        return std::vector<size_t>{1, 61, 300};
+      },
+      {{DataType::f32, RedOp::avg}, {DataType::i64, RedOp::prod}, {DataType::bf16, RedOp::sum}}, 3);
 }
 
 TEST_CASE("device executor: a rank in another collective is named, the rest time out") {
