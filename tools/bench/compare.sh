@@ -5,6 +5,8 @@
 # over repeated runs and gyre's ratios (gyre tcp against the tcp peers, gyre shm against
 # Open MPI shm), and draws PNG plots with gnuplot: busbw vs size, and time vs size up to
 # 64 KiB, one line per library. Broadcasts run in place, as MPI_Bcast's one buffer does.
+# With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
+# bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it.
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
 #                               [-l PEERS] [-o DIR]
@@ -27,7 +29,7 @@ while getopts "r:s:p:k:t:l:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
     t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
@@ -65,6 +67,10 @@ for k in $(seq "$repeats"); do
           GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
             "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
             >>"$out/gyre_${t}_${op}_n${n}_$k.txt" 2>&1
+          if [ "$t" = tcp ]; then
+            "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
+              >>"$out/ceiling_${op}_n${n}_$k.txt" 2>&1
+          fi
         done
       done
     done
@@ -77,6 +83,11 @@ done
     base=$(basename "$f" .txt); rest=${base#gyre_}; t=${rest%%_*}; rest=${rest#*_}
     op=${rest%%_n*}; n=${rest##*_n}; n=${n%_*}
     awk -v lib="gyre_$t" -v op="$op" -v n="$n" '/^ *[0-9]/ {print lib, op, n, $1, $8, $6}' "$f"
+  done
+  for f in "$out"/ceiling_*_n*_*.txt; do
+    [ -f "$f" ] || continue
+    base=$(basename "$f" .txt); rest=${base#ceiling_}; op=${rest%%_n*}; n=${rest##*_n}; n=${n%_*}
+    awk -v op="$op" -v n="$n" '/^ *[0-9]/ {print "tcp_ceiling", op, n, $1, $4, $3}' "$f"
   done
   for f in "$out"/peers_*/*_n*.txt; do
     [ -f "$f" ] || continue
@@ -98,7 +109,8 @@ awk '
   sort -k1,1 -k2,2 -k3,3n -k4,4n >"$out/medians.txt"
 
 # Tables: every library's busbw (time in µs below 64 KiB, where busbw rounds to 0) and the
-# ratios gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time.
+# ratios gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time. tcp/ceiling is
+# the share of what raw loopback sockets reached in the same session.
 awk -v header="$header" '
   { key = $2 " " $3; if (!(key in cases)) { cases[key] = 1; corder[++nc] = key }; sizes[key " " $4] = 1; bw[$1 " " key " " $4] = $5; tm[$1 " " key " " $4] = $6; libs[$1] = 1 }
   function cell(l, k, s) { return ((l " " k " " s) in bw) ? (s < 65536 ? sprintf("%.1f us", tm[l " " k " " s]) : sprintf("%.2f", bw[l " " k " " s])) : "-" }
@@ -109,21 +121,21 @@ awk -v header="$header" '
   }
   END {
     print "# " header
-    n = split("gyre_shm gyre_tcp mpi_shm mpi_tcp gloo_tcp", order, " ")
+    n = split("gyre_shm gyre_tcp mpi_shm mpi_tcp gloo_tcp tcp_ceiling", order, " ")
     for (c = 1; c <= nc; c++) {
       key = corder[c]; split(key, kk, " ")
       printf "\n## %s, n=%s: median busbw GB/s (time below 64 KiB)\n\n| size |", kk[1], kk[2]
       for (i = 1; i <= n; i++) if (order[i] in libs) printf " %s |", order[i]
-      printf " shm/mpi_shm | tcp/mpi_tcp | tcp/gloo |\n|---:|"
+      printf " shm/mpi_shm | tcp/mpi_tcp | tcp/gloo | tcp/ceiling |\n|---:|"
       for (i = 1; i <= n; i++) if (order[i] in libs) printf "---:|"
-      print "---:|---:|---:|"
+      print "---:|---:|---:|---:|"
       m = 0; delete sorted
       for (sk in sizes) { split(sk, q, " "); if (q[1] " " q[2] == key) sorted[++m] = q[3] + 0 }
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (sorted[j] < sorted[i]) { t = sorted[i]; sorted[i] = sorted[j]; sorted[j] = t }
       for (i = 1; i <= m; i++) {
         s = sorted[i]; printf "| %d |", s
         for (l = 1; l <= n; l++) if (order[l] in libs) printf " %s |", cell(order[l], key, s)
-        printf " %s | %s | %s |\n", ratio("gyre_shm", "mpi_shm", key, s), ratio("gyre_tcp", "mpi_tcp", key, s), ratio("gyre_tcp", "gloo_tcp", key, s)
+        printf " %s | %s | %s | %s |\n", ratio("gyre_shm", "mpi_shm", key, s), ratio("gyre_tcp", "mpi_tcp", key, s), ratio("gyre_tcp", "gloo_tcp", key, s), ratio("gyre_tcp", "tcp_ceiling", key, s)
       }
     }
   }' "$out/medians.txt" | tee "$out/tables.md"
