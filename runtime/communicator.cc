@@ -139,6 +139,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   link.nranks = config.nranks;
   link.nSlots = config.nSlots;
   link.slotBytes = config.slotBytes;
+  link.tcpCongestion = config.tcpCongestion;
   tcp = std::make_unique<TcpTransport>(*loop, link, listenHost);
 
   PeerInfo self;

@@ -41,6 +41,7 @@ void applyTuningEnv(CommConfig& c) {
   c.slotBytes = size_t(envInt("GYRE_SLOT_BYTES", (long long)c.slotBytes, 64, 64 << 20));
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
+  if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
   c.cudaIpc = envInt("GYRE_CUDA_IPC", c.cudaIpc ? 1 : 0, 0, 1) != 0;
@@ -97,6 +98,14 @@ void validate(const CommConfig& c) {
       c.transport != "rdma") {
     fail(Code::invalid_argument,
          "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm, rdma");
+  }
+  const auto& cc = c.tcpCongestion;
+  if (cc.empty() || cc.size() > 15 ||
+      cc.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+    fail(Code::invalid_argument,
+         "tcp congestion control '" + cc +
+             "' (GYRE_TCP_CONGESTION) is not auto, system or the name "
+             "of one (as in /proc/sys/net/ipv4/tcp_allowed_congestion_control)");
   }
   if (c.slotBytes < 64 || c.slotBytes > (64u << 20)) {
     fail(Code::invalid_argument, "slot size must be between 64 B and 64 MiB");

@@ -28,8 +28,11 @@ struct CommConfig {
   // on this host can have a core of its own, else 200 µs of polls with sched_yield between.
   std::chrono::microseconds spin{-1};
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
-  std::string algorithm;     // GYRE_ALGO: ring, tree or rd forces it where a collective has it
-  int channels = 0;          // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
+  // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
+  // the system's default for the others), system (never set), or a name for every one.
+  std::string tcpCongestion = "auto";
+  std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
+  int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
   // GYRE_TRANSPORT: auto (shared memory for peers on this host, rdma for peers on other hosts
   // where both have a device, else tcp), tcp, shm or rdma (every peer over that transport, an
   // error where that cannot be).
@@ -44,7 +47,8 @@ struct CommConfig {
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
-// GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
+// GYRE_TCP_CONGESTION, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA,
+// GYRE_IB_GID_INDEX.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

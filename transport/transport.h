@@ -38,6 +38,9 @@ struct LinkConfig {
   uint32_t nSlots = 8;
   size_t slotBytes = 128 * 1024;
   Clock::duration handshakeTimeout = std::chrono::seconds(10);
+  // Congestion control of tcp data connections: "auto" (a non-pacing one to peers on this
+  // host, see tcp_transport.cc), "system", or a name set on every connection.
+  std::string tcpCongestion = "auto";
 };
 
 class Transport {

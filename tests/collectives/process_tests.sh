@@ -190,6 +190,31 @@ rendezvous-killed)
   [ "$(grep -c 'second communicator: .*rendezvous' "$out")" -eq 3 ] ||
     fail "a new communicator did not fail with a clear rendezvous error"
   ;;
+tcp-congestion)
+  # Tcp data connections between ranks of one host use a window-based congestion control
+  # (cubic, else reno) whatever the system default; GYRE_TCP_CONGESTION overrides it, and a
+  # name the kernel refuses is an error at init that says what the host allows.
+  GYRE_TRANSPORT=tcp GYRE_DEBUG=TRACE GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$walk" >"$out" 2>&1 ||
+    fail "walkthrough over tcp exited $?"
+  [ "$(grep -cE 'tcp to rank [0-9] channel 0 uses congestion control (cubic|reno)$' "$out")" -eq 6 ] ||
+    fail "not every tcp connection uses cubic or reno"
+  system=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+  GYRE_TCP_CONGESTION=system GYRE_TRANSPORT=tcp GYRE_DEBUG=TRACE GYRE_TIMEOUT=60 timeout 120 \
+    "$run" -n 2 "$walk" >"$out" 2>&1 || fail "walkthrough with GYRE_TCP_CONGESTION=system exited $?"
+  [ "$(grep -c "uses congestion control $system\$" "$out")" -eq 2 ] ||
+    fail "GYRE_TCP_CONGESTION=system did not keep the system's $system"
+  GYRE_TCP_CONGESTION=reno GYRE_TRANSPORT=tcp GYRE_DEBUG=TRACE GYRE_TIMEOUT=60 timeout 120 \
+    "$run" -n 2 "$walk" >"$out" 2>&1 || fail "walkthrough with GYRE_TCP_CONGESTION=reno exited $?"
+  [ "$(grep -c 'uses congestion control reno$' "$out")" -eq 2 ] || fail "reno was not used"
+  GYRE_TCP_CONGESTION=nosuch GYRE_TRANSPORT=tcp GYRE_TIMEOUT=20 timeout 60 "$run" -n 2 "$walk" >"$out" 2>&1 &&
+    fail "an unknown congestion control was accepted"
+  grep -q "rank [01]: cannot use tcp congestion control 'nosuch' (GYRE_TCP_CONGESTION) for the connection to rank [01]: this kernel has none of that name (this host allows: .*reno" "$out" ||
+    fail "no clear error for an unknown congestion control"
+  GYRE_TCP_CONGESTION='bad name' timeout 60 "$run" -n 1 "$walk" >"$out" 2>&1 &&
+    fail "a malformed congestion control name was accepted"
+  grep -q "tcp congestion control 'bad name' (GYRE_TCP_CONGESTION) is not auto, system or the name" "$out" ||
+    fail "no clear error for a malformed name"
+  ;;
 shm-fallback)
   # Shared memory that cannot be used: a warning, then tcp; with GYRE_TRANSPORT=shm, a clear
   # error instead. A /dev/shm with room for only some segments: those connections fall back.

@@ -53,7 +53,8 @@ size_t parseSize(const std::string& text) {
 }
 
 // A connected loopback pair: {connecting end, accepted end}.
-std::pair<int, int> loopbackPair() {
+// `congestion` (if not empty) is set on both ends once connected, as gyre does.
+std::pair<int, int> loopbackPair(const std::string& congestion) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   if (listener < 0) fail("socket");
   sockaddr_in addr{};
@@ -70,7 +71,12 @@ std::pair<int, int> loopbackPair() {
   if (in < 0) fail("accept");
   ::close(listener);
   const int one = 1;
-  for (int fd : {out, in}) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (int fd : {out, in}) {
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!congestion.empty() && ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                                            socklen_t(congestion.size())) != 0)
+      fail("congestion control " + congestion);
+  }
   return {out, in};
 }
 
@@ -204,6 +210,7 @@ int main(int argc, char** argv) {
   size_t chunk = 128 << 10;
   double factor = 4;
   bool threads = false;
+  std::string congestion;
   app.add_option("-n,--ranks", n, "ranks (processes)")->check(CLI::Range(2, 64));
   app.add_option("-c,--collective", collective,
                  "all_reduce | all_gather | reduce_scatter | broadcast | reduce")
@@ -216,6 +223,8 @@ int main(int argc, char** argv) {
                  "iterations per size (default: about 200 MB of traffic, 5..2000)");
   app.add_flag("--threads", threads,
                "ranks as threads of one process instead (the way ../shared/peers' tcp_bench runs)");
+  app.add_option("--congestion", congestion,
+                 "tcp congestion control for the connections (default: the system's)");
   app.add_option("--chunk", chunk, "largest single write or read (gyre's slot size)")
       ->check(CLI::Range(1, 1 << 30));
   CLI11_PARSE(app, argc, argv);
@@ -227,12 +236,12 @@ int main(int argc, char** argv) {
     const size_t maxSent = size_t(double(maxBytes) * sentFraction(collective, n)) + 1;
     std::vector<Rank> ranks(static_cast<size_t>(n));
     if (n == 2) {
-      auto [a, b] = loopbackPair();
+      auto [a, b] = loopbackPair(congestion);
       ranks[0].sendFd = ranks[0].recvFd = a;
       ranks[1].sendFd = ranks[1].recvFd = b;
     } else {
       for (int r = 0; r < n; ++r) {
-        auto [out, in] = loopbackPair();
+        auto [out, in] = loopbackPair(congestion);
         ranks[size_t(r)].sendFd = out;
         ranks[size_t((r + 1) % n)].recvFd = in;
       }

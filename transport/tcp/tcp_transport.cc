@@ -1,5 +1,6 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -7,6 +8,7 @@
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
+#include <fstream>
 #include <future>
 
 #include "runtime/auth.h"
@@ -49,6 +51,7 @@ void TcpTransport::publish(PeerInfo& self) {
     fail(Code::system_error, "rank " + std::to_string(config_.rank) + ": cannot listen on " +
                                  listenHost_ + ": " + ec.message());
   }
+  selfHostId_ = self.hostId;
   self.tcpHost = listenHost_;
   self.tcpPort = acceptor_.local_endpoint().port();
   loop_.post([this] { acceptOnLoop(); });
@@ -189,7 +192,47 @@ void TcpTransport::handOverOnLoop(std::shared_ptr<Pending> pending) {
 std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int channel,
                                                   Clock::time_point deadline,
                                                   const Interrupt& interrupted) {
-  return wrap(connectSocket(peer, channel, deadline, interrupted), peer.rank, channel);
+  auto socket = connectSocket(peer, channel, deadline, interrupted);
+  setCongestionControl(socket.native_handle(), peer);
+  if (logEnabled(LogLevel::trace)) {
+    char name[16] = {};
+    socklen_t length = sizeof name - 1;
+    getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_CONGESTION, name, &length);
+    GYRE_LOG(trace, "rank " + std::to_string(config_.rank) + ": tcp to rank " +
+                        std::to_string(peer.rank) + " channel " + std::to_string(channel) +
+                        " uses congestion control " + name);
+  }
+  return wrap(std::move(socket), peer.rank, channel);
+}
+
+// BBR, the default on many machines, paces a connection at the bandwidth it last measured. A
+// collective's traffic comes in bursts with pauses between, which leaves that estimate low:
+// over loopback half the connections ran paced at a third of the unpaced speed
+// (docs/performance.md). Between ranks of one host nothing needs pacing, so "auto" picks a
+// window-based algorithm there and leaves connections to other hosts as the system has them.
+void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
+  const std::string& wanted = config_.tcpCongestion;
+  if (wanted == "system") return;
+  const auto set = [fd](const std::string& name) {
+    return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0;
+  };
+  if (wanted == "auto") {
+    if (peer.hostId != selfHostId_ || set("cubic") || set("reno")) return;
+    GYRE_LOG(info, "rank " + std::to_string(config_.rank) + ": the connection to rank " +
+                       std::to_string(peer.rank) + " keeps the system's tcp congestion control (" +
+                       errnoText(errno) + ")");
+    return;
+  }
+  if (set(wanted)) return;
+  const int err = errno;
+  std::ifstream allowedFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  std::string allowed;
+  std::getline(allowedFile, allowed);
+  fail(Code::invalid_argument,
+       "rank " + std::to_string(config_.rank) + ": cannot use tcp congestion control '" + wanted +
+           "' (GYRE_TCP_CONGESTION) for the connection to rank " + std::to_string(peer.rank) +
+           ": " + (err == ENOENT ? "this kernel has none of that name" : errnoText(err)) +
+           (allowed.empty() ? "" : " (this host allows: " + allowed + ")"));
 }
 
 tcp::socket TcpTransport::connectSocket(const PeerInfo& peer, int channel,

@@ -51,12 +51,14 @@ class TcpTransport : public Transport {
   void handOverOnLoop(std::shared_ptr<Pending> pending);
   asio::ip::tcp::socket dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
                              uint16_t flags);
+  void setCongestionControl(int fd, const PeerInfo& peer);
   asio::ip::tcp::socket awaitAccepted(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted);
 
   EventLoop& loop_;
   const LinkConfig config_;
   const std::string listenHost_;
+  std::string selfHostId_;
   asio::ip::tcp::acceptor acceptor_;
   std::map<uint16_t, AcceptHook> acceptHooks_;
 
