@@ -84,9 +84,16 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // kernels write a second one in the same pass, and further ones are copied from the first.
     std::byte* dst = out ? out : slots[0];
     std::byte* dst2 = out ? (nSend ? slots[0] : nullptr) : (nSend > 1 ? slots[1] : nullptr);
-    if (what == (kInput | kSend) && nSend == 1 && inputReadOnly_ &&
-        sendTo_[0]->sendFrom(in, bytes)) {
+    // A single send of what ends up in the output leaves from there where the transport
+    // writes it through (tcp), instead of being written to the slot as well.
+    if (out && nSend == 1 && !ctx_.inputUnreadable && sendTo_[0]->sendThrough(out, bytes)) {
+      dst2 = nullptr;
+    }
+    const bool sendOfInput = what == (kInput | kSend) && nSend == 1;
+    if (sendOfInput && inputReadOnly_ && sendTo_[0]->sendFrom(in, bytes)) {
       noteReadingInput(*sendTo_[0]);  // the slot's payload leaves straight from the input
+    } else if (sendOfInput && !ctx_.inputUnreadable && sendTo_[0]->sendThrough(in, bytes)) {
+      // written from the input while publishing
     } else if (in && ctx_.inputUnreadable) {
       const std::string via = nSend
                                   ? std::string(sendTo_[0]->transportName()) +

@@ -131,6 +131,14 @@ class Connection {
   // Blocks until no transfer reads memory handed to sendFrom() any more, the connection
   // failed, or the deadline passed; the operation returns only after this.
   virtual Status releaseUserMemory(Clock::time_point /*deadline*/) { return {}; }
+  // Write-through send, for transports that copy payloads into the kernel anyway (tcp): the
+  // producer about to publish its next send slot offers `src` as its payload. sendPublished()
+  // writes from it what the socket takes at once and copies the rest into the slot before it
+  // returns, so `src` is the caller's again then. False: not now (the progress thread is
+  // writing), fill the slot as usual.
+  virtual bool sendThrough(const std::byte* /*src*/, uint32_t /*bytes*/) { return false; }
+  // Slots whose payload sendThrough() wrote wholly from user memory (diagnostics and tests).
+  virtual uint64_t throughSends() const { return 0; }
   // Slots whose payload went straight from user memory (diagnostics and tests).
   virtual uint64_t directSends() const { return 0; }
 

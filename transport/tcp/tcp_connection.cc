@@ -57,7 +57,16 @@ void TcpConnection::close() {
 // User thread: the producer advanced tail. Take the writer token if it is free and write
 // directly; otherwise its holder (the proxy) finds the new slot when its write ends.
 void TcpConnection::sendPublished() {
-  if (writerFree_.exchange(false, std::memory_order_seq_cst)) writeDirect();
+  if (through_.src || writerFree_.exchange(false, std::memory_order_seq_cst)) writeDirect();
+}
+
+// Taking the token here keeps the proxy from starting a write that would read `src` after
+// sendPublished() returned.
+bool TcpConnection::sendThrough(const std::byte* src, uint32_t /*bytes*/) {
+  if (through_.src || closed_.load() || failed_.load()) return false;
+  if (!writerFree_.exchange(false, std::memory_order_seq_cst)) return false;
+  through_ = {sendRing_.counters.tail.value.load(std::memory_order_relaxed), src};
+  return true;
 }
 
 void TcpConnection::writeDirect() {
@@ -65,6 +74,7 @@ void TcpConnection::writeDirect() {
   while (!closed_.load() && !failed_.load()) {
     const uint32_t filled = tail.load(std::memory_order_acquire);
     if (filled == sent_) {
+      keepThroughPayload();  // all of it went
       // Only this thread publishes, so nothing can arrive between this check and the release.
       writerFree_.store(true, std::memory_order_seq_cst);
       return;
@@ -84,11 +94,29 @@ void TcpConnection::writeDirect() {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return fail("send to", errno);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      fail("send to", errno);
+      break;
+    }
     break;  // the socket is full: the proxy takes over
   }
+  keepThroughPayload();
   if (closed_.load() || failed_.load()) return;
   loop_.post([self = shared_from_this()] { self->pumpSendOnLoop(); });
+}
+
+void TcpConnection::keepThroughPayload() {
+  if (!through_.src) return;
+  const int32_t ahead = int32_t(through_.index - sent_);  // >= 0: not completely written
+  if (ahead >= 0) {
+    const uint32_t bytes = send_.meta(through_.index).bytes;
+    const size_t written =
+        ahead == 0 && sentOffset_ > sizeof(SlotMeta) ? sentOffset_ - sizeof(SlotMeta) : 0;
+    std::memcpy(send_.slot(through_.index) + written, through_.src + written, bytes - written);
+  } else {
+    throughSends_.fetch_add(1, std::memory_order_relaxed);
+  }
+  through_.src = nullptr;
 }
 
 // Runs only while the proxy holds the writer token.
@@ -130,8 +158,10 @@ size_t TcpConnection::gatherFrames(uint32_t filled) {
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t index = sent_ + i;
     const SlotMeta& meta = send_.meta(index);
+    const std::byte* payload =
+        through_.src && index == through_.index ? through_.src : send_.slot(index);
     const asio::const_buffer parts[2] = {asio::buffer(&meta, sizeof(SlotMeta)),
-                                         asio::buffer(send_.slot(index), meta.bytes)};
+                                         asio::buffer(payload, meta.bytes)};
     for (const auto& part : parts) {
       if (skip >= part.size()) {
         skip -= part.size();

@@ -3,7 +3,9 @@
 // Sending: frames (SlotMeta + payload) are written by whoever holds the writer token. The
 // user thread writes directly with a non-blocking sendmsg while the proxy is idle; when the
 // socket is full it hands the token and the rest to the proxy on the event loop, so a
-// collective never blocks on a send the peer cannot take yet.
+// collective never blocks on a send the peer cannot take yet. A payload that already sits in
+// user memory is written from there (sendThrough), and only what the socket refused is copied
+// into the slot for the proxy.
 //
 // Receiving: the thread waiting in a collective reads frames into free recv slots itself and
 // sleeps in poll() on the socket, so the kernel wakes exactly the thread that needs the data;
@@ -39,6 +41,8 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   ~TcpConnection() override;
 
   void sendPublished() override;
+  bool sendThrough(const std::byte* src, uint32_t bytes) override;
+  uint64_t throughSends() const override { return throughSends_.load(std::memory_order_relaxed); }
   void awaitRecv(Clock::time_point until) override;
   Status failure() const override;
   Status flush(Clock::time_point deadline) override;
@@ -68,6 +72,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void writeDirect();
   void pumpSendOnLoop();
   size_t gatherFrames(uint32_t filled);  // frames from sent_ into writeBuffers_
+  void keepThroughPayload();             // copies what the socket did not take into the slot
   void advanceSent(size_t bytes);        // accounts bytes written, publishes head
 
   // Reader side; only the thread in a collective runs these.
@@ -88,6 +93,11 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   uint32_t sent_ = 0;      // send slots completely written
   size_t sentOffset_ = 0;  // bytes of frame sent_ already written
   std::unique_ptr<asio::posix::stream_descriptor> loopWriter_;  // loop thread only
+  struct Through {
+    uint32_t index = 0;
+    const std::byte* src = nullptr;  // none while null; set only while the user thread writes
+  } through_;
+  std::atomic<uint64_t> throughSends_{0};
 
   uint32_t received_ = 0;         // recv slots completely filled
   size_t receivedOffset_ = 0;     // bytes of frame received_ read so far
