@@ -10,11 +10,13 @@ namespace gyre {
 
 namespace {
 
-// Measured on loopback tcp with gyre-bench (docs/tuning.md): the 8-byte all-reduce at n = 2
-// is two dependent steps; busbw at 64 MiB gives the per-link bandwidth.
-constexpr double kTcpAlphaUs = 14.0;
-constexpr double kTcpBetaBytesUs = 1500.0;
-constexpr double kTcpWholeBufferStep = 1.5;
+// Fitted to the ring and the doubling all-reduce at n = 2 over loopback tcp, 16 KiB to 2 MiB
+// (docs/tuning.md).
+constexpr double kTcpAlphaUs = 7.0;
+constexpr double kTcpBetaBytesUs = 5000.0;
+constexpr double kTcpWholeBufferStep = 1.2;
+// The trees' extra local passes, measured against the ring at n = 4 (docs/tuning.md).
+constexpr double kTcpExtraPassBytes = 2.0;
 // Shared memory, measured the same way (docs/tuning.md).
 constexpr double kShmAlphaUs = 1.0;
 constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
@@ -67,7 +69,7 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
 }
 
 LinkCost Tuner::tcpLoopback(int coresPerRank) {
-  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, 1.0,
+  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
           std::clamp(coresPerRank, 1, kMaxAutoChannels)};
 }
 
@@ -108,9 +110,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       break;
     case Collective::all_gather:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
-      // Bruck moves the ring's bytes in fewer, larger steps; over tcp, measured in one process
-      // beside the ring, it was as fast or faster at every size from 32 KiB (n = 4 and 8);
-      // over shared memory its rotations cost (twice the ring's time at 16 MiB, n = 8).
+      // Bruck moves the ring's bytes in fewer, larger steps, but its rotations cost: twice the
+      // ring's time at 16 MiB over shared memory (n = 8), 1.5 times at 2 MiB over tcp (n = 4).
       if (a == Algorithm::doubling) steps = lg, factor = link_.extraPassBytes * (nn - 1) / nn;
       break;
     case Collective::broadcast:

@@ -21,8 +21,7 @@ struct LinkCost {
   // receiver reduces straight out of the slot the sender wrote.
   double wholeBufferStep;
   // Bytes of the trees and of Bruck relative to the ring's: their data takes extra local
-  // passes (tree levels, Bruck's rotations), which memory pays for over shared memory and
-  // the socket hides over tcp.
+  // passes (tree levels, Bruck's rotations), which memory or the cores pay for.
   double extraPassBytes;
   // Rings that may run side by side, each on its own sockets and thread (channels): as many
   // as every rank has cores to itself, at most kMaxAutoChannels; 1 where the link itself is

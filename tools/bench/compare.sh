@@ -6,7 +6,8 @@
 # Open MPI shm), and draws PNG plots with gnuplot: busbw vs size, and time vs size up to
 # 64 KiB, one line per library. Broadcasts run in place, as MPI_Bcast's one buffer does.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
-# bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it.
+# bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
+# use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
 #                               [-l PEERS] [-o DIR]
@@ -59,6 +60,9 @@ for k in $(seq "$repeats"); do
   "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" \
     >"$out/peers_$k.log" 2>&1 || echo "# warning: peer run $k failed (see $out/peers_$k.log)"
   for t in ${transports//,/ }; do
+    case ${GYRE_TCP_CONGESTION:-auto} in
+      auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
+    esac
     for n in ${ranks//,/ }; do
       for op in ${ops//,/ }; do
         for s in ${sizes//,/ }; do
@@ -69,6 +73,7 @@ for k in $(seq "$repeats"); do
             >>"$out/gyre_${t}_${op}_n${n}_$k.txt" 2>&1
           if [ "$t" = tcp ]; then
             "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
+              ${ceiling_cc:+--congestion "$ceiling_cc"} \
               >>"$out/ceiling_${op}_n${n}_$k.txt" 2>&1
           fi
         done
