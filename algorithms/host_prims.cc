@@ -24,10 +24,12 @@ HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void
       inputReadOnly_(ctx.inputReadOnly) {}
 
 HostPrims::~HostPrims() {
+  flushSends();
   for (int i = 0; i < nReadingInput_; ++i) (void)readingInput_[i]->releaseUserMemory(ctx_.deadline);
 }
 
 void HostPrims::finish() {
+  flushSends();
   for (; nReadingInput_ > 0; --nReadingInput_) {
     Connection& conn = *readingInput_[nReadingInput_ - 1];
     if (Status s = conn.releaseUserMemory(ctx_.deadline); !s.ok()) {
@@ -119,6 +121,11 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // After the sends, which may carry the credits along (rdma).
     for (int i = 0; i < nRecv; ++i) recvFrom_[i]->recvReleased();
   }
+  flushSends();
+}
+
+void HostPrims::flushSends() {
+  for (; nUnflushed_ > 0; --nUnflushed_) unflushed_[nUnflushed_ - 1]->sendPublished();
 }
 
 void HostPrims::noteReadingInput(Connection& conn) {
@@ -133,6 +140,7 @@ void HostPrims::sendMarker() {
     waitSend(*sendTo_[i]);
     publishSend(*sendTo_[i], 0);
   }
+  flushSends();
 }
 
 void HostPrims::recvMarker() {
@@ -160,7 +168,11 @@ void HostPrims::publishSend(Connection& to, uint32_t bytes) {
   meta.setOp(ctx_.desc);
   link.counters->tail.value.store(tail + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->tail);
-  to.sendPublished();
+  if (!to.batchesSends()) return to.sendPublished();
+  for (int i = 0; i < nUnflushed_; ++i)
+    if (unflushed_[i] == &to) return;
+  if (nUnflushed_ == kMaxPeers) flushSends();
+  unflushed_[nUnflushed_++] = &to;
 }
 
 const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte* direct) {
@@ -195,6 +207,7 @@ std::byte* HostPrims::waitSend(Connection& to) {
 template <class Ready, class Await>
 void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char* direction) {
   if (ready()) return;
+  flushSends();  // a peer may wait for them before it can give what this wait needs
   // Optional busy phase (GYRE_SPIN_US): worth it only with a core to spare per rank.
   if (ctx_.spin.count() > 0) {
     const auto spinEnd = Clock::now() + ctx_.spin;

@@ -81,6 +81,8 @@ class HostPrims {
   void releaseRecv(Connection& from);
   void noteReadingInput(Connection& conn);
   void publishSend(Connection& to, uint32_t bytes);
+  // Hands the slots published to batching connections to them; before any wait.
+  void flushSends();
   // Waits until ready(), calling await(until) to move bytes or sleep; throws on failure,
   // abort or the deadline.
   template <class Ready, class Await>
@@ -100,6 +102,8 @@ class HostPrims {
   bool inputReadOnly_;
   Connection* readingInput_[kMaxPeers] = {};  // connections that sent straight from the input
   int nReadingInput_ = 0;
+  Connection* unflushed_[kMaxPeers] = {};  // batching connections with slots not handed over
+  int nUnflushed_ = 0;
 };
 
 }  // namespace gyre

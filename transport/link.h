@@ -95,8 +95,13 @@ class Connection {
   Link& sendLink() { return send_; }
   Link& recvLink() { return recv_; }
 
-  // Called by the producer after it advanced sendLink().counters->tail.
+  // Called by the producer after it advanced sendLink().counters->tail: at once for every
+  // slot, or, where batchesSends(), for all slots published since the last call, before the
+  // producer waits for anything and at the end of each primitive.
   virtual void sendPublished() = 0;
+  // True where one sendPublished() for several slots costs less than one each (tcp: one
+  // sendmsg carries them all).
+  virtual bool batchesSends() const { return false; }
   // Called by the consumer once per step, after it advanced recvLink().counters->head and
   // published the step's sends: transports whose sender cannot see that counter (rdma)
   // return the credits here, unless a send to the same peer already carried them.

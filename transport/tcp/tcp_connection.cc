@@ -20,6 +20,7 @@ TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int 
         socket.set_option(asio::ip::tcp::no_delay(true), ignored);
         return socket.release();  // leaves Asio's reactor; we own the descriptor now
       }()),
+      through_(config.nSlots),
       staging_(kStagingBytes) {
   initRing(sendRing_, send_, config);
   initRing(recvRing_, recv_, config);
@@ -57,15 +58,17 @@ void TcpConnection::close() {
 // User thread: the producer advanced tail. Take the writer token if it is free and write
 // directly; otherwise its holder (the proxy) finds the new slot when its write ends.
 void TcpConnection::sendPublished() {
-  if (through_.src || writerFree_.exchange(false, std::memory_order_seq_cst)) writeDirect();
+  if (throughCount_ > 0 || writerFree_.exchange(false, std::memory_order_seq_cst)) writeDirect();
 }
 
 // Taking the token here keeps the proxy from starting a write that would read `src` after
 // sendPublished() returned.
 bool TcpConnection::sendThrough(const std::byte* src, uint32_t /*bytes*/) {
-  if (through_.src || closed_.load() || failed_.load()) return false;
-  if (!writerFree_.exchange(false, std::memory_order_seq_cst)) return false;
-  through_ = {sendRing_.counters.tail.value.load(std::memory_order_relaxed), src};
+  if (closed_.load() || failed_.load()) return false;
+  if (throughCount_ == 0 && !writerFree_.exchange(false, std::memory_order_seq_cst)) return false;
+  const uint32_t index = sendRing_.counters.tail.value.load(std::memory_order_relaxed);
+  through_[index % send_.nSlots] = {index, src};
+  ++throughCount_;
   return true;
 }
 
@@ -74,7 +77,7 @@ void TcpConnection::writeDirect() {
   while (!closed_.load() && !failed_.load()) {
     const uint32_t filled = tail.load(std::memory_order_acquire);
     if (filled == sent_) {
-      keepThroughPayload();  // all of it went
+      keepThroughPayloads();  // all of them went
       // Only this thread publishes, so nothing can arrive between this check and the release.
       writerFree_.store(true, std::memory_order_seq_cst);
       return;
@@ -100,23 +103,27 @@ void TcpConnection::writeDirect() {
     }
     break;  // the socket is full: the proxy takes over
   }
-  keepThroughPayload();
+  keepThroughPayloads();
   if (closed_.load() || failed_.load()) return;
   loop_.post([self = shared_from_this()] { self->pumpSendOnLoop(); });
 }
 
-void TcpConnection::keepThroughPayload() {
-  if (!through_.src) return;
-  const int32_t ahead = int32_t(through_.index - sent_);  // >= 0: not completely written
-  if (ahead >= 0) {
-    const uint32_t bytes = send_.meta(through_.index).bytes;
-    const size_t written =
-        ahead == 0 && sentOffset_ > sizeof(SlotMeta) ? sentOffset_ - sizeof(SlotMeta) : 0;
-    std::memcpy(send_.slot(through_.index) + written, through_.src + written, bytes - written);
-  } else {
-    throughSends_.fetch_add(1, std::memory_order_relaxed);
+void TcpConnection::keepThroughPayloads() {
+  if (throughCount_ == 0) return;
+  for (Through& t : through_) {
+    if (!t.src) continue;
+    const int32_t ahead = int32_t(t.index - sent_);  // >= 0: not completely written
+    if (ahead >= 0) {
+      const uint32_t bytes = send_.meta(t.index).bytes;
+      const size_t written =
+          ahead == 0 && sentOffset_ > sizeof(SlotMeta) ? sentOffset_ - sizeof(SlotMeta) : 0;
+      std::memcpy(send_.slot(t.index) + written, t.src + written, bytes - written);
+    } else {
+      throughSends_.fetch_add(1, std::memory_order_relaxed);
+    }
+    t.src = nullptr;
   }
-  through_.src = nullptr;
+  throughCount_ = 0;
 }
 
 // Runs only while the proxy holds the writer token.
@@ -158,8 +165,8 @@ size_t TcpConnection::gatherFrames(uint32_t filled) {
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t index = sent_ + i;
     const SlotMeta& meta = send_.meta(index);
-    const std::byte* payload =
-        through_.src && index == through_.index ? through_.src : send_.slot(index);
+    const Through& t = through_[index % send_.nSlots];
+    const std::byte* payload = t.src && t.index == index ? t.src : send_.slot(index);
     const asio::const_buffer parts[2] = {asio::buffer(&meta, sizeof(SlotMeta)),
                                          asio::buffer(payload, meta.bytes)};
     for (const auto& part : parts) {

@@ -42,6 +42,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
 
   void sendPublished() override;
   bool sendThrough(const std::byte* src, uint32_t bytes) override;
+  bool batchesSends() const override { return true; }
   uint64_t throughSends() const override { return throughSends_.load(std::memory_order_relaxed); }
   void awaitRecv(Clock::time_point until) override;
   Status failure() const override;
@@ -72,7 +73,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   void writeDirect();
   void pumpSendOnLoop();
   size_t gatherFrames(uint32_t filled);  // frames from sent_ into writeBuffers_
-  void keepThroughPayload();             // copies what the socket did not take into the slot
+  void keepThroughPayloads();            // copies what the socket did not take into the slots
   void advanceSent(size_t bytes);        // accounts bytes written, publishes head
 
   // Reader side; only the thread in a collective runs these.
@@ -93,10 +94,14 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   uint32_t sent_ = 0;      // send slots completely written
   size_t sentOffset_ = 0;  // bytes of frame sent_ already written
   std::unique_ptr<asio::posix::stream_descriptor> loopWriter_;  // loop thread only
+  // Per slot (index % nSlots): where its payload is while the user thread holds the writer
+  // token from sendThrough() on; null: in the slot. The proxy never sees one set.
   struct Through {
     uint32_t index = 0;
-    const std::byte* src = nullptr;  // none while null; set only while the user thread writes
-  } through_;
+    const std::byte* src = nullptr;
+  };
+  std::vector<Through> through_;
+  uint32_t throughCount_ = 0;
   std::atomic<uint64_t> throughSends_{0};
 
   uint32_t received_ = 0;         // recv slots completely filled
