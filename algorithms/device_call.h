@@ -1,7 +1,7 @@
 // One collective over links in GPU memory, as the kernel runs it: every channel (a thread
 // block on the device, a thread in the tests) takes its slice of the buffers and runs the same
 // algorithm headers the host runs, over SlotPrims. The host fills a DeviceCall; the kernel
-// (kernels/cuda/device_collectives.cu) calls runDeviceChannel once per block. C++17.
+// (algorithms/device_collectives.cu) calls runDeviceChannel once per block. C++17.
 #pragma once
 
 #include "algorithms/prims.h"
@@ -76,13 +76,8 @@ GYRE_HD bool runDeviceChannel(Env& env, const DeviceCall& call, int c) {
   auto* recv = static_cast<unsigned char*>(call.recv);
   const int r = call.rank, n = call.nranks, root = call.root;
   const bool isRoot = r == root;
-  DeviceSlotMeta expected{};
-  expected.coll = uint8_t(call.coll);
-  expected.dtype = uint8_t(call.dtype);
-  expected.op = uint8_t(call.op);
-  expected.root = call.root;
-  expected.seq = call.seq;
-  expected.count = call.count;
+  SlotMeta expected;
+  expected.setOp(OpDesc{call.seq, call.count, call.root, call.coll, call.dtype, call.op});
   const unsigned char* in = send ? send + lo * es : nullptr;
   unsigned char* out = recv ? recv + lo * es : nullptr;
   const size_t chunk = size_t(call.chunkElems);

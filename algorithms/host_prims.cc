@@ -25,14 +25,14 @@ HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void
 
 HostPrims::~HostPrims() {
   flushSends();
-  for (int i = 0; i < nReadingInput_; ++i) (void)readingInput_[i]->releaseUserMemory(ctx_.deadline);
+  for (int i = 0; i < nReadingInput_; ++i) (void)readingInput_[i]->releaseSources(ctx_.deadline);
 }
 
 void HostPrims::finish() {
   flushSends();
   for (; nReadingInput_ > 0; --nReadingInput_) {
     Connection& conn = *readingInput_[nReadingInput_ - 1];
-    if (Status s = conn.releaseUserMemory(ctx_.deadline); !s.ok()) {
+    if (Status s = conn.releaseSources(ctx_.deadline); !s.ok()) {
       throw Failure(s.code, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
                                 " failed: " + s.message);
     }
@@ -86,16 +86,22 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // kernels write a second one in the same pass, and further ones are copied from the first.
     std::byte* dst = out ? out : slots[0];
     std::byte* dst2 = out ? (nSend ? slots[0] : nullptr) : (nSend > 1 ? slots[1] : nullptr);
-    // A single send of what ends up in the output leaves from there where the transport
-    // writes it through (tcp), instead of being written to the slot as well.
-    if (out && nSend == 1 && !ctx_.inputUnreadable && sendTo_[0]->sendThrough(out, bytes)) {
+    // A single send of what ends up in the output may leave from there (offered before it is
+    // written: a transport that takes it reads it only when the slot is published).
+    if (out && nSend == 1 &&
+        sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable}) ==
+            Taken::untilPublished) {
       dst2 = nullptr;
     }
-    const bool sendOfInput = what == (kInput | kSend) && nSend == 1;
-    if (sendOfInput && inputReadOnly_ && sendTo_[0]->sendFrom(in, bytes)) {
-      noteReadingInput(*sendTo_[0]);  // the slot's payload leaves straight from the input
-    } else if (sendOfInput && !ctx_.inputUnreadable && sendTo_[0]->sendThrough(in, bytes)) {
-      // written from the input while publishing
+    // A plain send of the input may leave straight from it.
+    const Taken taken =
+        what == (kInput | kSend) && nSend == 1
+            ? sendTo_[0]->offerSource({in, bytes, inputReadOnly_, !ctx_.inputUnreadable})
+            : Taken::no;
+    if (taken == Taken::untilReleased) {
+      noteReadingInput(*sendTo_[0]);
+    } else if (taken == Taken::untilPublished) {
+      // read while publishing
     } else if (in && ctx_.inputUnreadable) {
       const std::string via = nSend
                                   ? std::string(sendTo_[0]->transportName()) +
@@ -181,18 +187,23 @@ const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte
   const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
   const auto ready = [&] { return tail.value.load(std::memory_order_acquire) != head; };
   if (direct && ready()) direct = nullptr;  // already in the slot
-  if (direct) from.offerDirect(head, direct, bytes, ctx_.desc);
-  struct Withdraw {
-    Connection* conn;
-    ~Withdraw() {
-      if (conn) conn->withdrawDirect();
-    }
-  } withdraw{direct ? &from : nullptr};
-  waitUntil(
-      ready, [&](Clock::time_point until) { from.awaitRecv(until); }, from, "data from");
+  const auto await = [&](Clock::time_point until) { from.awaitRecv(until); };
+  bool landed = false;
+  if (direct) {
+    from.offerTarget({head, direct, bytes, ctx_.desc});
+    struct Withdraw {  // also when the wait throws
+      Connection& conn;
+      uint32_t index;
+      bool& landed;
+      ~Withdraw() { landed = conn.withdrawTarget(index); }
+    } withdraw{from, head, landed};
+    waitUntil(ready, await, from, "data from");
+  } else {
+    waitUntil(ready, await, from, "data from");
+  }
   const SlotMeta& meta = link.meta(head);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(from, meta, bytes);
-  return direct && from.landedDirect(head) ? direct : link.slot(head);
+  return landed ? direct : link.slot(head);
 }
 
 std::byte* HostPrims::waitSend(Connection& to) {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "transport/link.h"
+#include "link/link.h"
 
 namespace gyre {
 
@@ -25,7 +25,7 @@ struct OpContext {
   // Nothing writes the input buffer until the operation returns: sends may read it in place.
   bool inputReadOnly = false;
   // The CPU must not read the input (device memory): every send of it leaves straight from it
-  // (Connection::sendFrom), or the operation fails.
+  // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked.

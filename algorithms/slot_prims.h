@@ -1,6 +1,6 @@
 // The primitives of algorithms/prims.h over links in GPU memory (transport/cuda_ipc), run by
 // one group of cooperating threads per channel: inside a CUDA kernel, one thread block
-// (DevicePrims, kernels/cuda/device_prims.cuh); in the tests, one host thread. What differs
+// (DevicePrims, algorithms/device_prims.cuh); in the tests, one host thread. What differs
 // between the two is the `Env`: how the group synchronises, how counters are loaded and
 // stored, the clock, and the element kernels. The protocol is NCCL's "simple" one:
 //
@@ -26,7 +26,7 @@
 
 #include "algorithms/common.h"
 #include "gyre/types.h"
-#include "transport/cuda_ipc/device_link.h"
+#include "link/device_link.h"
 
 namespace gyre::algo {
 
@@ -37,8 +37,7 @@ class SlotPrims {
 
   // `expected` carries the call's descriptor (bytes is set per slot).
   GYRE_HD SlotPrims(Env& env, const DeviceLinkTable& links, int channel, int rank, int nranks,
-                    const DeviceSlotMeta& expected, const void* input, void* output,
-                    uint64_t timeoutNs)
+                    const SlotMeta& expected, const void* input, void* output, uint64_t timeoutNs)
       : env_(env),
         links_(links),
         channel_(channel),
@@ -167,7 +166,7 @@ class SlotPrims {
     env_.sync();
     if (env_.leader()) {
       for (int i = 0; i < nSend; ++i) {
-        DeviceSlotMeta& meta = send_[i].metas[sendPos_[i] % send_[i].nSlots];
+        SlotMeta& meta = send_[i].metas[sendPos_[i] % send_[i].nSlots];
         meta = expected_;
         meta.bytes = bytes;
         env_.store(&send_[i].counters->tail, sendPos_[i] + 1);
@@ -215,10 +214,8 @@ class SlotPrims {
     if (!waitFor(&link.counters->tail, recvPos_[i] + 1, recvPeer_[i], DeviceWaitKind::data_from)) {
       return false;
     }
-    const DeviceSlotMeta& meta = link.metas[recvPos_[i] % link.nSlots];
-    if (meta.bytes != bytes || meta.seq != expected_.seq || meta.coll != expected_.coll ||
-        meta.dtype != expected_.dtype || meta.op != expected_.op || meta.root != expected_.root ||
-        meta.count != expected_.count) {
+    const SlotMeta& meta = link.metas[recvPos_[i] % link.nSlots];
+    if (meta.bytes != bytes || !meta.sameOp(expected_)) {
       DeviceFailure f = failure(DeviceFailureCode::mismatch, recvPeer_[i]);
       f.wantedBytes = bytes;
       f.seen = meta;
@@ -260,7 +257,7 @@ class SlotPrims {
   int channel_;
   int rank_;
   int nranks_;
-  DeviceSlotMeta expected_;
+  SlotMeta expected_;
   const unsigned char* input_;
   unsigned char* output_;
   size_t elemSize_;

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 echo "=== format check (.clang-format)"
-git ls-files '*.h' '*.hpp' '*.cc' '*.cu' | xargs clang-format --dry-run -Werror
+git ls-files '*.h' '*.hpp' '*.cc' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
+echo "=== layers (docs/architecture.md)"
+./scripts/check-layers.sh
 
 echo "=== release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -25,7 +27,7 @@ cmake --build build-asan -j "$jobs"
 suppressions="$PWD/.ci/lsan.supp"  # libcrypto's own caches; see the file
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS="suppressions=$suppressions" \
-  ctest --output-on-failure --timeout 900 -E '^install$')
+  ctest --output-on-failure --timeout 900 -E '^(install|embed|layers)$')
 
 echo "=== TSan build (ranks as threads)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGYRE_SANITIZE=thread \

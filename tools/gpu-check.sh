@@ -82,7 +82,7 @@ build() {
       -o "$work/reduce_avx2.o" &&
     { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/reduce.cu" \
       -o "$work/reduce_cuda.o" 2>"$report_dir/ptxas.txt" || { cat "$report_dir/ptxas.txt"; false; }; } &&
-    { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/device_collectives.cu" \
+    { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/algorithms/device_collectives.cu" \
       -o "$work/device_collectives.o" 2>"$report_dir/ptxas-collectives.txt" ||
       { cat "$report_dir/ptxas-collectives.txt"; false; }; } &&
     "$nvcc" "${flags[@]}" -arch="$arch" "$src/tests/cuda/kernels_test.cc" "$work"/reduce*.o \

@@ -1,5 +1,7 @@
-// One thread running an Asio io_context: a communicator's progress thread. All socket work
-// of the communicator happens here; functions that must run on it end in "OnLoop".
+// One thread running an Asio io_context: a communicator's progress thread. It accepts and
+// checks handshakes and finishes the writes a socket could not take at once; the calling
+// thread does the rest of the socket work itself (docs/threading.md). Functions that must run
+// on it end in "OnLoop".
 #pragma once
 
 #include <asio/executor_work_guard.hpp>

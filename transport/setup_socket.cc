@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <chrono>
 
-#include "transport/wait.h"
+#include "base/wait.h"
 
 namespace gyre {
 

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace gyre {
 

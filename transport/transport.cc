@@ -12,9 +12,8 @@ namespace gyre {
 
 std::string PeerInfo::encode() const {
   std::ostringstream out;
-  out << "rank=" << rank << "\nhost=" << hostId << "\ntcp=" << tcpHost << "\nport=" << tcpPort
-      << "\nshm=" << (shm ? 1 : 0) << "\nrdma=" << (rdma ? 1 : 0)
-      << "\ncpus=" << formatCpuList(cpus) << "\n";
+  out << "rank=" << rank << "\nhost=" << hostId << "\ncpus=" << formatCpuList(cpus) << "\n";
+  for (const auto& [name, value] : parts) out << "part." << name << "=" << value << "\n";
   return out.str();
 }
 
@@ -33,18 +32,10 @@ PeerInfo PeerInfo::decode(const std::string& text) {
         haveRank = true;
       } else if (key == "host") {
         info.hostId = value;
-      } else if (key == "tcp") {
-        info.tcpHost = value;
-      } else if (key == "shm") {
-        info.shm = value == "1";
-      } else if (key == "rdma") {
-        info.rdma = value == "1";
       } else if (key == "cpus") {
         info.cpus = parseCpuList(value);
-      } else if (key == "port") {
-        const int port = std::stoi(value);
-        if (port < 0 || port > 65535) throw std::out_of_range("port");
-        info.tcpPort = uint16_t(port);
+      } else if (key.rfind("part.", 0) == 0) {
+        info.parts[key.substr(5)] = value;
       }
     }
   } catch (const std::exception&) {

@@ -4,26 +4,31 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "transport/link.h"
+#include "link/link.h"
 
 namespace gyre {
 
 // What every rank publishes through the bootstrap.
 struct PeerInfo {
   int rank = -1;
-  std::string hostId;   // hostname + boot id: equal means same machine
-  std::string tcpHost;  // data-plane listen address
-  uint16_t tcpPort = 0;
-  bool shm = false;       // accepts shared-memory connections from ranks on its host
-  bool rdma = false;      // has an active rdma device and accepts rdma connections
+  std::string hostId;     // hostname + boot id: equal means same machine
   std::vector<int> cpus;  // the CPUs this rank may run on (its affinity), ascending
+  // Each transport's own part, by transport name (its address, or that it accepts
+  // connections); a transport absent here does not reach this rank.
+  std::map<std::string, std::string> parts;
 
   // CPUs this rank has; at least 1 even when unknown.
   int cores() const { return cpus.empty() ? 1 : int(cpus.size()); }
+  // The part `transport` published, or null.
+  const std::string* part(const std::string& transport) const {
+    auto it = parts.find(transport);
+    return it == parts.end() ? nullptr : &it->second;
+  }
 
   std::string encode() const;
   static PeerInfo decode(const std::string& text);  // throws Failure on malformed input
@@ -43,12 +48,21 @@ struct LinkConfig {
   std::string tcpCongestion = "auto";
 };
 
+// What kind of medium a transport's links cross: the tuner models them differently.
+enum class Medium { memory, network };
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
-  // Opens listeners and writes this rank's addresses into `self`.
+  virtual Medium medium() const { return Medium::network; }
+  // Why this rank cannot reach `peer` over this transport ("this rank: ..." when the cause is
+  // here), or empty when it can.
+  virtual std::string unreachable(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const {
+    return unreachable(self, peer).empty();
+  }
+  // Opens listeners and writes this rank's part into `self.parts` (or none, when unusable).
   virtual void publish(PeerInfo& self) = 0;
   // Both ranks call this for each other with the same channel; returns when the connection is
   // ready or throws Failure (timeout, refused, handshake error) naming the peer. While it
@@ -58,6 +72,17 @@ class Transport {
   virtual std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel,
                                               Clock::time_point deadline,
                                               const Interrupt& interrupted) = 0;
+  // Registers [p, p + bytes) (host or device memory) so that sends from it may leave without a
+  // copy (Connection::offerSend with `stable`); returns a handle for deregisterMemory, or 0
+  // where this transport has nothing to register it with. `who` prefixes its log lines.
+  virtual uint64_t registerMemory(const void* /*p*/, size_t /*bytes*/, const std::string& /*who*/) {
+    return 0;
+  }
+  virtual void deregisterMemory(uint64_t /*handle*/) {}
+  // Whether a send of [p, p + bytes) to a peer over this transport needs no CPU read of it.
+  virtual bool sendsUnstaged(const void* /*p*/, size_t /*bytes*/) const { return false; }
+  // Stops accepting; from the user thread, before the event loop stops.
+  virtual void shutdown() {}
 };
 
 std::string localHostId();

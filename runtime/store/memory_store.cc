@@ -2,7 +2,7 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "runtime/store/store.h"
 
 namespace gyre {

@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/auth.h"
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "base/auth.h"
+#include "base/log.h"
+#include "base/status.h"
 #include "runtime/store/protocol.h"
 
 namespace gyre {

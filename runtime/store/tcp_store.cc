@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/auth.h"
-#include "runtime/status.h"
+#include "base/auth.h"
+#include "base/status.h"
 #include "runtime/store/protocol.h"
 #include "runtime/store/server.h"
 

@@ -25,8 +25,8 @@
 
 #include "gyre/gyre.h"
 #include "kernels/cuda/reduce.h"
-#include "runtime/api_internal.h"
-#include "runtime/communicator.h"
+#include "runtime/api/api_internal.h"
+#include "runtime/core/communicator.h"
 #include "tests/cuda/device.h"
 #include "tests/harness/reference.h"
 #include "tests/harness/thread_ranks.h"

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/auth.h"
+#include "base/auth.h"
 #include "transport/tcp/handshake.h"
 
 using namespace gyre;

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace gyre::test {
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator.h"
+#include "runtime/core/communicator.h"
 #include "runtime/store/server.h"
 
 namespace gyre::test {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "transport/shm/segment.h"
 
 namespace gyre {

@@ -18,8 +18,8 @@
 
 #include "algorithms/device_call.h"
 #include "kernels/cpu/reduce.h"
-#include "runtime/device_failure.h"
-#include "runtime/kernel_plan.h"
+#include "runtime/cuda/device_failure.h"
+#include "runtime/cuda/kernel_plan.h"
 #include "tests/harness/reference.h"
 
 using namespace gyre;

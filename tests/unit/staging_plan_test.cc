@@ -1,11 +1,11 @@
-// The plan of a stream-ordered call (runtime/staging_plan.h): which bytes are staged where,
+// The plan of a stream-ordered call (runtime/cuda/staging_plan.h): which bytes are staged where,
 // which are copied each way, and the pieces of large elementwise calls. Runs without a GPU;
 // tests/cuda/buffers_test.cc checks the same calls' results on one.
 #include <doctest/doctest.h>
 
 #include <numeric>
 
-#include "runtime/staging_plan.h"
+#include "runtime/cuda/staging_plan.h"
 
 using gyre::planStaging;
 using gyre::StagedBuffer;

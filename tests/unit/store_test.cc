@@ -9,8 +9,8 @@
 #include <atomic>
 #include <thread>
 
-#include "runtime/auth.h"
-#include "runtime/status.h"
+#include "base/auth.h"
+#include "base/status.h"
 #include "runtime/store/protocol.h"
 #include "runtime/store/server.h"
 #include "runtime/store/tcp_store.h"

@@ -1,8 +1,8 @@
 // The tuner's choices from its model, and what GYRE_ALGO may force.
 #include <doctest/doctest.h>
 
-#include "runtime/status.h"
-#include "runtime/tuner.h"
+#include "base/status.h"
+#include "runtime/core/tuner.h"
 
 using namespace gyre;
 

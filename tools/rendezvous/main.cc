@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "runtime/store/server.h"
 
 int main(int argc, char** argv) {

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "runtime/auth.h"
-#include "runtime/status.h"
+#include "base/auth.h"
+#include "base/status.h"
 #include "runtime/store/server.h"
 #include "tools/run/launcher.h"
 

@@ -2,7 +2,7 @@
 // rings its peers write (DeviceLinkLayout), described in a fixed-size record that ranks
 // exchange, and the peers' regions mapped into this process (CUDA IPC between processes, the
 // pointer itself between ranks of one process, peer access between devices). Knows nothing of
-// collectives: runtime/device_links.cc exchanges the records and builds the link tables.
+// collectives: runtime/cuda/device_links.cc exchanges the records and builds the link tables.
 #pragma once
 
 #include <cstddef>

@@ -114,7 +114,7 @@ void RdmaConnection::postSlot(uint32_t index) {
   }
 }
 
-Status RdmaConnection::releaseUserMemory(Clock::time_point deadline) {
+Status RdmaConnection::releaseSources(Clock::time_point deadline) {
   return completeUntil([this] { return completedWrs_ >= lastUserWr_; }, deadline,
                        "writes from user memory");
 }

@@ -24,7 +24,7 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/link.h"
+#include "link/link.h"
 #include "transport/rdma/verbs.h"
 #include "transport/setup_socket.h"
 #include "transport/transport.h"
@@ -47,11 +47,16 @@ class RdmaConnection : public Connection {
   Status flush(Clock::time_point deadline) override;
   void close() override;
   const char* transportName() const override { return "rdma"; }
-  bool sendFrom(const std::byte* src, uint32_t bytes) override;
-  Status releaseUserMemory(Clock::time_point deadline) override;
-  uint64_t directSends() const override { return directSends_; }
+  // A stable source inside a registered region is read by the adapter where it lies.
+  Taken offerSource(const SendSource& source) override {
+    return source.stable && sendFrom(source.data, source.bytes) ? Taken::untilReleased : Taken::no;
+  }
+  Status releaseSources(Clock::time_point deadline) override;
+  DirectCounts directCounts() const override { return {0, directSends_}; }
 
  private:
+  // False: no registration covers it.
+  bool sendFrom(const std::byte* src, uint32_t bytes);
   // Handles what the completion queue holds; returns how many completions it saw.
   int poll();
   // Waits for a completion (or the setup socket to speak) until `until`.

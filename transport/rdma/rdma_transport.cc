@@ -4,7 +4,10 @@
 #include <asio/write.hpp>
 #include <cstring>
 
-#include "runtime/log.h"
+#include <unistd.h>
+
+#include "base/device_memory.h"
+#include "base/log.h"
 #include "transport/rdma/rdma_connection.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_transport.h"
@@ -56,7 +59,14 @@ void RdmaTransport::publish(PeerInfo& self) {
     unusableReason_ = whyNot;
     GYRE_LOG(info, who + " unusable (" + whyNot + "); peers on other hosts use tcp");
   }
-  self.rdma = device_ != nullptr;
+  if (device_) self.parts[name()] = "1";
+}
+
+std::string RdmaTransport::unreachable(const PeerInfo& self, const PeerInfo& peer) const {
+  if (!device_) return "this rank: " + unusableReason_;
+  if (!peer.part(name())) return "it has no usable rdma device (see its log)";
+  if (!required_ && peer.hostId == self.hostId) return "it runs on this host";
+  return {};
 }
 
 std::unique_ptr<RdmaEndpoint> RdmaTransport::makeEndpoint(std::string& error) {
@@ -199,6 +209,49 @@ std::shared_ptr<Connection> RdmaTransport::collect(const PeerInfo& peer, int cha
   return std::make_shared<RdmaConnection>(std::move(prepared.endpoint), prepared.peerAddress,
                                           socket.release(), config_.rank, peer.rank, channel,
                                           config_);
+}
+
+}  // namespace gyre
+
+namespace gyre {
+
+uint64_t RdmaTransport::registerMemory(const void* p, size_t bytes, const std::string& who) {
+  if (!device_) return 0;
+  if (!isCudaDeviceMemory(p)) return device_->registerUser(p, bytes);
+  // GPUDirect RDMA: through a dma-buf where the GPU driver exports one, else ibv_reg_mr on the
+  // device address (a peer-memory module, nvidia-peermem, makes that work). 0 when neither
+  // does: calls from the buffer then stage through host memory.
+  std::string viaDmabuf, viaPeerMemory;
+  uint64_t offset = 0;
+  if (const int fd = cudaDmabufOf(p, bytes, offset, viaDmabuf); fd >= 0) {
+    const DmabufRange range{fd, offset};
+    try {
+      const uint64_t id = device_->registerUser(p, bytes, &range);
+      close(fd);  // the region holds its own reference
+      GYRE_LOG(info, who + ": gyreCommRegister: device buffer at " + pointerText(p) +
+                         " registered for GPUDirect RDMA through a dma-buf");
+      return id;
+    } catch (const Failure& f) {
+      viaDmabuf = f.status().message;
+    }
+    close(fd);
+  }
+  try {
+    const uint64_t id = device_->registerUser(p, bytes);
+    GYRE_LOG(info, who + ": gyreCommRegister: device buffer at " + pointerText(p) +
+                       " registered for GPUDirect RDMA through peer memory");
+    return id;
+  } catch (const Failure& f) {
+    viaPeerMemory = f.status().message;
+  }
+  GYRE_LOG(info, who + ": gyreCommRegister: no GPUDirect RDMA for the device buffer at " +
+                     pointerText(p) + " (dma-buf: " + viaDmabuf + "; peer memory: " +
+                     viaPeerMemory + "): calls from it stage through host memory");
+  return 0;
+}
+
+void RdmaTransport::deregisterMemory(uint64_t handle) {
+  if (device_ && handle) device_->deregisterUser(handle);
 }
 
 }  // namespace gyre

@@ -33,22 +33,17 @@ class RdmaTransport : public Transport {
 
   const char* name() const override { return "rdma"; }
   // Peers on other hosts; every peer when required.
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    return device_ && peer.rdma && (required_ || peer.hostId != self.hostId);
-  }
-  // Opens the device; when there is none, says why (INFO) and leaves `self.rdma` false.
+  std::string unreachable(const PeerInfo& self, const PeerInfo& peer) const override;
+  // Opens the device; when there is none, says why (INFO) and publishes no part.
   void publish(PeerInfo& self) override;
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
-  const std::string& unusableReason() const { return unusableReason_; }
-  // User memory for the direct path (RdmaDevice::registerUser); only once published with a
-  // device.
-  uint64_t registerUser(const void* p, size_t bytes, const DmabufRange* dmabuf = nullptr) {
-    return device_->registerUser(p, bytes, dmabuf);
-  }
-  void deregisterUser(uint64_t id) { device_->deregisterUser(id); }
+  // GPUDirect RDMA for device memory (a dma-buf where the GPU driver exports one, else peer
+  // memory), ibv_reg_mr for host memory; 0 without a device or when neither works.
+  uint64_t registerMemory(const void* p, size_t bytes, const std::string& who) override;
+  void deregisterMemory(uint64_t handle) override;
   // Whether one registered region covers [p, p + bytes), so sends from it need no copy.
-  bool covers(const void* p, size_t bytes) const {
+  bool sendsUnstaged(const void* p, size_t bytes) const override {
     uint32_t lkey = 0;
     return device_ && device_->userKey(p, bytes, lkey);
   }

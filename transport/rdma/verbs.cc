@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/log.h"
-#include "runtime/status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 namespace gyre {
 

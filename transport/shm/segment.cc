@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace gyre {
 

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "transport/link.h"
+#include "link/link.h"
 #include "transport/setup_socket.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"

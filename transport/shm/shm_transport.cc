@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/log.h"
+#include "base/log.h"
 #include "transport/shm/shm_connection.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_transport.h"
@@ -62,7 +62,14 @@ void ShmTransport::publish(PeerInfo& self) {
     GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": shared memory unusable (" +
                        unusableReason_ + "); peers on this host use tcp");
   }
-  self.shm = usable_;
+  if (usable_) self.parts[name()] = "1";
+}
+
+std::string ShmTransport::unreachable(const PeerInfo& self, const PeerInfo& peer) const {
+  if (!usable_) return "this rank: " + unusableReason_;
+  if (peer.hostId != self.hostId) return "it runs on another host (" + peer.hostId + ")";
+  if (!peer.part(name())) return "its shared memory is unusable (see its log)";
+  return {};
 }
 
 std::shared_ptr<Connection> ShmTransport::connect(const PeerInfo& peer, int channel,

@@ -30,17 +30,15 @@ class ShmTransport : public Transport {
   ShmTransport(TcpTransport& tcp, LinkConfig config, std::string dir, bool required);
 
   const char* name() const override { return "shm"; }
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    return usable_ && peer.shm && peer.hostId == self.hostId;
-  }
+  Medium medium() const override { return Medium::memory; }
+  std::string unreachable(const PeerInfo& self, const PeerInfo& peer) const override;
   // Sweeps segments of dead processes and checks that the directory can hold segments; if it
-  // cannot, warns once and leaves `self.shm` false so that every peer uses tcp with us.
+  // cannot, warns once and publishes no part so that every peer uses tcp with us.
   void publish(PeerInfo& self) override;
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
   // Bytes of one connection's segment.
   size_t segmentBytes() const;
-  const std::string& unusableReason() const { return unusableReason_; }
 
  private:
   // What the loop made of a peer's offer, until connect() collects it.

@@ -229,9 +229,8 @@ void TcpConnection::awaitRecv(Clock::time_point until) {
   }
 }
 
-void TcpConnection::offerDirect(uint32_t index, std::byte* dst, uint32_t bytes,
-                                const OpDesc& desc) {
-  offer_ = {index, dst, bytes, desc};
+void TcpConnection::offerTarget(const RecvTarget& target) {
+  offer_ = {target.index, target.data, target.bytes, target.desc};
 }
 
 bool TcpConnection::fillStaging() {

@@ -28,8 +28,8 @@
 #include <mutex>
 #include <vector>
 
+#include "link/link.h"
 #include "transport/event_loop.h"
-#include "transport/link.h"
 #include "transport/transport.h"
 
 namespace gyre {
@@ -41,21 +41,30 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   ~TcpConnection() override;
 
   void sendPublished() override;
-  bool sendThrough(const std::byte* src, uint32_t bytes) override;
+  // Write-through: a source the CPU may read is written to the socket from where it lies.
+  Taken offerSource(const SendSource& source) override {
+    return source.cpuReadable && sendThrough(source.data, source.bytes) ? Taken::untilPublished
+                                                                        : Taken::no;
+  }
   bool batchesSends() const override { return true; }
-  uint64_t throughSends() const override { return throughSends_.load(std::memory_order_relaxed); }
+  DirectCounts directCounts() const override {
+    return {throughSends_.load(std::memory_order_relaxed), 0};
+  }
   void awaitRecv(Clock::time_point until) override;
   Status failure() const override;
   Status flush(Clock::time_point deadline) override;
   void close() override;
   const char* transportName() const override { return "tcp"; }
-  void offerDirect(uint32_t index, std::byte* dst, uint32_t bytes, const OpDesc& desc) override;
-  void withdrawDirect() override { offer_.dst = nullptr; }
-  bool landedDirect(uint32_t index) const override {
+  // A frame for the target is read from the socket straight into it.
+  void offerTarget(const RecvTarget& target) override;
+  bool withdrawTarget(uint32_t index) override {
+    offer_.dst = nullptr;
     return landedDirect_ && landedIndex_ == index;
   }
 
  private:
+  // False: not now (the progress thread is writing), fill the slot as usual.
+  bool sendThrough(const std::byte* src, uint32_t bytes);
   struct FreeDeleter {
     void operator()(std::byte* p) const { std::free(p); }
   };

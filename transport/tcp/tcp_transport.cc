@@ -11,8 +11,8 @@
 #include <fstream>
 #include <future>
 
-#include "runtime/auth.h"
-#include "runtime/log.h"
+#include "base/auth.h"
+#include "base/log.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_connection.h"
 
@@ -52,9 +52,30 @@ void TcpTransport::publish(PeerInfo& self) {
                                  listenHost_ + ": " + ec.message());
   }
   selfHostId_ = self.hostId;
-  self.tcpHost = listenHost_;
-  self.tcpPort = acceptor_.local_endpoint().port();
+  self.parts[name()] = listenHost_ + " " + std::to_string(acceptor_.local_endpoint().port());
   loop_.post([this] { acceptOnLoop(); });
+}
+
+bool TcpTransport::addressOf(const PeerInfo& peer, std::string& host, uint16_t& port) {
+  const std::string* part = peer.part("tcp");
+  if (!part) return false;
+  const auto space = part->rfind(' ');
+  if (space == std::string::npos) return false;
+  try {
+    const int value = std::stoi(part->substr(space + 1));
+    if (value <= 0 || value > 65535) return false;
+    port = uint16_t(value);
+  } catch (const std::exception&) {
+    return false;
+  }
+  host = part->substr(0, space);
+  return true;
+}
+
+std::string TcpTransport::unreachable(const PeerInfo&, const PeerInfo& peer) const {
+  std::string host;
+  uint16_t port = 0;
+  return addressOf(peer, host, port) ? std::string() : "it published no tcp address";
 }
 
 void TcpTransport::shutdown() {
@@ -327,16 +348,19 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
 
 tcp::socket TcpTransport::dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                uint16_t flags) {
+  std::string host;
+  uint16_t port = 0;
+  const bool published = addressOf(peer, host, port);
   const std::string who = "rank " + std::to_string(config_.rank) + ": connecting to rank " +
-                          std::to_string(peer.rank) + " at " + peer.tcpHost + ":" +
-                          std::to_string(peer.tcpPort) + " (channel " + std::to_string(channel) +
-                          ")";
+                          std::to_string(peer.rank) + " at " + host + ":" + std::to_string(port) +
+                          " (channel " + std::to_string(channel) + ")";
+  if (!published) fail(Code::internal, who + ": it published no tcp address");
   asio::error_code ec;
-  const auto address = asio::ip::make_address(peer.tcpHost, ec);
+  const auto address = asio::ip::make_address(host, ec);
   if (ec) fail(Code::internal, who + ": bad address published: " + ec.message());
 
   auto d = std::make_shared<Dial>(loop_.context());
-  d->endpoint = tcp::endpoint(address, peer.tcpPort);
+  d->endpoint = tcp::endpoint(address, port);
   d->deadline = deadline;
   std::memcpy(d->hello.magic, wire::kHelloMagic, 4);
   d->hello.version = wire::kProtocolVersion;

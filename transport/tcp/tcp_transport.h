@@ -21,9 +21,7 @@ class TcpTransport : public Transport {
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
-  bool canConnect(const PeerInfo&, const PeerInfo& peer) const override {
-    return peer.tcpPort != 0;
-  }
+  std::string unreachable(const PeerInfo& self, const PeerInfo& peer) const override;
   void publish(PeerInfo& self) override;
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
@@ -39,8 +37,9 @@ class TcpTransport : public Transport {
   using AcceptHook = std::function<void(asio::ip::tcp::socket& socket, int peer, int channel,
                                         std::function<void()> ready)>;
   void setAcceptHook(uint16_t flag, AcceptHook hook) { acceptHooks_[flag] = std::move(hook); }
-  // Stops accepting; from the user thread before the loop stops.
-  void shutdown();
+  void shutdown() override;
+  // The address `peer` published ("host port"); false when it published none.
+  static bool addressOf(const PeerInfo& peer, std::string& host, uint16_t& port);
 
  private:
   struct Pending;

@@ -1,0 +1,37 @@
+#include "base/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+
+namespace gyre {
+
+namespace {
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* timeout) {
+  // Not FUTEX_PRIVATE: the word may sit in memory shared between processes.
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
+}
+}  // namespace
+
+void notifyAll(WaitWord& word) {
+  if (word.waiters.load(std::memory_order_seq_cst) != 0) {
+    futex(&word.value, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+void sleepWhileEqual(WaitWord& word, uint32_t observed, Clock::time_point until) {
+  const auto now = Clock::now();
+  if (until <= now) return;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+  timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  word.waiters.fetch_add(1, std::memory_order_seq_cst);
+  if (word.value.load(std::memory_order_seq_cst) == observed) {
+    futex(&word.value, FUTEX_WAIT, observed, &ts);
+  }
+  word.waiters.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace gyre

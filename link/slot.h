@@ -1,0 +1,58 @@
+// The link contract's wire words, shared by every executor (host and device) and every
+// transport: the descriptor of a collective and the 32-byte header each slot carries, so that
+// a receiver compares what arrived with the call it is in. Plain data, C++17: compiled by the
+// host compiler and by nvcc, written across processes (shared memory, CUDA IPC), over rdma and
+// as the tcp frame header (little-endian hosts only).
+#pragma once
+
+#include <cstdint>
+
+#include "base/hd.h"
+#include "gyre/types.h"
+
+namespace gyre {
+
+// Identifies one collective; every slot carries it and receivers compare it with their own.
+struct OpDesc {
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  int32_t root = -1;
+  Collective coll = Collective::all_reduce;
+  DataType dtype = DataType::f32;
+  RedOp op = RedOp::sum;
+};
+
+// Per-slot header.
+struct SlotMeta {
+  uint32_t bytes = 0;
+  uint8_t coll = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t reserved = 0;
+  int32_t root = 0;
+  uint32_t reserved2 = 0;
+  uint64_t seq = 0;
+  uint64_t count = 0;
+
+  GYRE_HD void setOp(const OpDesc& d) {
+    coll = uint8_t(d.coll);
+    dtype = uint8_t(d.dtype);
+    op = uint8_t(d.op);
+    root = d.root;
+    seq = d.seq;
+    count = d.count;
+  }
+  // Same call (bytes aside).
+  GYRE_HD bool sameOp(const SlotMeta& m) const {
+    return coll == m.coll && dtype == m.dtype && op == m.op && root == m.root && seq == m.seq &&
+           count == m.count;
+  }
+  GYRE_HD bool sameOp(const OpDesc& d) const {
+    SlotMeta m;
+    m.setOp(d);
+    return sameOp(m);
+  }
+};
+static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
+
+}  // namespace gyre

@@ -1,0 +1,255 @@
+// The C API: communicators, ids, errors. Collectives, groups and work handles are in
+// api_collectives.cc; what both share is in api_internal.h.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/auth.h"
+#include "gyre/gyre.h"
+#include "runtime/api/api_internal.h"
+#include "runtime/store/server.h"
+
+namespace gyre::api {
+
+thread_local std::string lastError;
+
+void setLastError(std::string message) {
+  lastError = std::move(message);
+}
+
+Communicator& commOf(gyreComm_t comm) {
+  if (!comm || !comm->impl) fail(Code::invalid_argument, "comm is null or destroyed");
+  return *comm->impl;
+}
+
+DataType typeOf(gyreDataType_t t) {
+  if (int(t) < 0 || int(t) >= gyreNumTypes) {
+    fail(Code::invalid_argument, "unknown data type " + std::to_string(int(t)));
+  }
+  return static_cast<DataType>(t);
+}
+
+RedOp opOf(gyreRedOp_t op) {
+  if (int(op) < 0 || int(op) >= gyreNumOps) {
+    fail(Code::invalid_argument, "unknown reduction op " + std::to_string(int(op)));
+  }
+  return static_cast<RedOp>(op);
+}
+
+}  // namespace gyre::api
+
+using namespace gyre::api;
+
+namespace {
+
+// Unique id layout (128 bytes): magic "GYU2", u16 port, u8 host length, host (up to 46
+// bytes), job id (32 hex chars), secret (32 hex chars), zero padding.
+constexpr char kIdMagic[4] = {'G', 'Y', 'U', '2'};
+constexpr size_t kIdHostOffset = 7, kIdHostMax = 46, kIdJobOffset = kIdHostOffset + kIdHostMax,
+                 kIdSecretOffset = kIdJobOffset + 32;
+static_assert(kIdSecretOffset + 32 <= GYRE_UNIQUE_ID_BYTES, "unique id layout");
+
+std::mutex serversMutex;
+std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
+
+}  // namespace
+
+extern "C" {
+
+int gyreGetVersion(int* version) {
+  if (!version) return gyreInvalidArgument;
+  *version = GYRE_VERSION_CODE;
+  return gyreSuccess;
+}
+
+gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
+  return guarded([&] {
+    if (!uniqueId) gyre::fail(gyre::Code::invalid_argument, "uniqueId is null");
+    gyre::StoreServerOptions options;
+    const std::string secret = gyre::auth::randomHex(16);
+    options.secret = secret;
+    const char* host = std::getenv("GYRE_RENDEZVOUS_HOST");
+    if (host && *host) options.host = host;
+    if (options.host.size() > kIdHostMax) {
+      gyre::fail(gyre::Code::invalid_argument, "GYRE_RENDEZVOUS_HOST is too long");
+    }
+    auto server = std::make_unique<gyre::StoreServer>(options);
+    server->start();
+    std::memset(uniqueId->internal, 0, sizeof uniqueId->internal);
+    char* id = uniqueId->internal;
+    std::memcpy(id, kIdMagic, 4);
+    const uint16_t port = server->port();
+    std::memcpy(id + 4, &port, 2);
+    id[6] = char(server->host().size());
+    std::memcpy(id + kIdHostOffset, server->host().data(), server->host().size());
+    const std::string job = gyre::auth::randomHex(16);
+    std::memcpy(id + kIdJobOffset, job.data(), job.size());
+    std::memcpy(id + kIdSecretOffset, secret.data(), secret.size());
+    std::lock_guard lock(serversMutex);
+    servers.push_back(std::move(server));
+  });
+}
+
+gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank) {
+  return gyreCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank,
+                                    const gyreConfig_t* userConfig) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    *comm = nullptr;
+    const char* id = commId.internal;
+    const size_t hostLen = size_t(static_cast<unsigned char>(id[6]));
+    if (std::memcmp(id, kIdMagic, 4) != 0 || hostLen == 0 || hostLen > kIdHostMax) {
+      gyre::fail(gyre::Code::invalid_argument, "not a gyreUniqueId (from gyreGetUniqueId)");
+    }
+    uint16_t port;
+    std::memcpy(&port, id + 4, 2);
+    gyre::CommConfig config;
+    config.rank = rank;
+    config.nranks = nranks;
+    config.rendezvous = gyre::joinHostPort(std::string(id + kIdHostOffset, hostLen), port);
+    config.jobId = std::string(id + kIdJobOffset, 32);
+    config.secret = std::string(id + kIdSecretOffset, 32);
+    gyre::applyTuningEnv(config);
+    if (userConfig) {
+      if (userConfig->size < sizeof(gyreConfig_t)) {
+        gyre::fail(gyre::Code::invalid_argument,
+                   "gyreConfig_t.size is wrong: start from GYRE_CONFIG_INITIALIZER");
+      }
+      if (userConfig->timeoutMs < 0 || userConfig->slotBytes < 0 || userConfig->nSlots < 0) {
+        gyre::fail(gyre::Code::invalid_argument, "gyreConfig_t fields must not be negative");
+      }
+      if (userConfig->timeoutMs) config.timeout = std::chrono::milliseconds(userConfig->timeoutMs);
+      if (userConfig->slotBytes) config.slotBytes = size_t(userConfig->slotBytes);
+      if (userConfig->nSlots) config.nSlots = uint32_t(userConfig->nSlots);
+      if (userConfig->algorithm) config.algorithm = userConfig->algorithm;
+      if (userConfig->channels > 0) config.channels = userConfig->channels;
+    }
+    auto impl = gyre::Communicator::create(std::move(config));
+    *comm = new gyreComm{std::move(impl)};
+  });
+}
+
+gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    *comm = nullptr;
+    auto impl = gyre::Communicator::create(gyre::configFromEnv());
+    *comm = new gyreComm{std::move(impl)};
+  });
+}
+
+gyreResult_t gyreCommDestroy(gyreComm_t comm) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    delete comm;
+  });
+}
+
+gyreResult_t gyreCommAbort(gyreComm_t comm) {
+  return guarded([&] { commOf(comm).abort(); });
+}
+
+gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded([&] {
+    if (!handle) gyre::fail(gyre::Code::invalid_argument, "gyreCommRegister: handle is null");
+    *handle = commOf(comm).registerBuffer(buff, size);
+  });
+}
+
+gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
+  return guarded([&] { commOf(comm).deregisterBuffer(handle); });
+}
+
+gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
+  return guarded([&] {
+    if (!asyncError) gyre::fail(gyre::Code::invalid_argument, "asyncError is null");
+    const gyre::Status s = commOf(comm).asyncError();
+    *asyncError = toResult(s.code);
+    if (!s.ok()) lastError = s.message;
+  });
+}
+
+gyreResult_t gyreCommCount(const gyreComm_t comm, int* count) {
+  return guarded([&] {
+    if (!count) gyre::fail(gyre::Code::invalid_argument, "count is null");
+    *count = commOf(comm).size();
+  });
+}
+
+gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
+  return guarded([&] {
+    if (!rank) gyre::fail(gyre::Code::invalid_argument, "rank is null");
+    *rank = commOf(comm).rank();
+  });
+}
+
+gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
+                           const gyreConfig_t* config) {
+  return guarded([&] {
+    if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
+    *newcomm = nullptr;
+    if (color < 0 && color != GYRE_SPLIT_NOCOLOR) {
+      gyre::fail(gyre::Code::invalid_argument, "color must be >= 0 or GYRE_SPLIT_NOCOLOR");
+    }
+    gyre::CommConfig overrides;
+    overrides.timeout = std::chrono::milliseconds(0);
+    overrides.nSlots = 0;
+    overrides.slotBytes = 0;
+    if (config) {
+      if (config->size < sizeof(gyreConfig_t) || config->timeoutMs < 0 || config->slotBytes < 0 ||
+          config->nSlots < 0) {
+        gyre::fail(gyre::Code::invalid_argument,
+                   "gyreConfig_t is malformed: start from GYRE_CONFIG_INITIALIZER");
+      }
+      overrides.timeout = std::chrono::milliseconds(config->timeoutMs);
+      overrides.slotBytes = size_t(config->slotBytes);
+      overrides.nSlots = uint32_t(config->nSlots);
+      if (config->algorithm) overrides.algorithm = config->algorithm;
+      if (config->channels > 0) overrides.channels = config->channels;
+    }
+    auto child = commOf(comm).split(color, key, &overrides);
+    if (child) *newcomm = new gyreComm{std::move(child)};
+  });
+}
+
+gyreResult_t gyreCommDup(gyreComm_t comm, gyreComm_t* newcomm) {
+  return guarded([&] {
+    if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
+    *newcomm = nullptr;
+    *newcomm = new gyreComm{commOf(comm).dup()};
+  });
+}
+
+const char* gyreGetErrorString(gyreResult_t result) {
+  switch (result) {
+    case gyreSuccess:
+      return "no error";
+    case gyreInvalidArgument:
+      return "invalid argument";
+    case gyreInvalidUsage:
+      return "invalid usage";
+    case gyreSystemError:
+      return "system error";
+    case gyreRemoteError:
+      return "remote error";
+    case gyreTimeout:
+      return "timeout";
+    case gyreAborted:
+      return "aborted";
+    case gyreInternalError:
+      return "internal error";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* gyreGetLastError(gyreComm_t) {
+  return lastError.c_str();
+}
+
+}  // extern "C"

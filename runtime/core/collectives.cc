@@ -1,0 +1,420 @@
+// The collectives: argument checks, the tuner's choice, and the algorithm each one runs.
+#include <numeric>
+#include <tuple>
+
+#include "algorithms/prims.h"
+#include "base/device_memory.h"
+#include "base/log.h"
+#include "runtime/core/arg_checks.h"
+#include "runtime/core/communicator_impl.h"
+
+namespace gyre {
+
+namespace {
+
+const char* at(const void* base, size_t elems, DataType type) {
+  return static_cast<const char*>(base) + elems * dataTypeSize(type);
+}
+
+}  // namespace
+
+void Communicator::Impl::checkType(const char* what, DataType type, RedOp op) const {
+  checkTypeAndOp(who(), what, type, op);
+}
+
+void Communicator::Impl::checkRoot(const char* what, int root, const char* role) const {
+  checkRank(who(), what, root, config.nranks, role);
+}
+
+void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t sendBytes,
+                                      const void* recv, size_t recvBytes, bool sendUsed,
+                                      const void* inPlaceSend) const {
+  if (sendUsed && sendBytes && !send) {
+    fail(Code::invalid_argument, who() + ": " + what + ": sendbuff is null");
+  }
+  if (recvBytes && !recv) fail(Code::invalid_argument, who() + ": " + what + ": recvbuff is null");
+  for (const auto& [p, bytes, name] : {std::tuple{sendUsed ? send : nullptr, sendBytes, "sendbuff"},
+                                       std::tuple{recv, recvBytes, "recvbuff"}}) {
+    if (bytes && isCudaDeviceMemory(p)) {
+      fail(Code::invalid_argument, who() + ": " + what + ": " + name +
+                                       " is CUDA device memory, which the host form cannot "
+                                       "read; use the stream-ordered form (docs/cuda.md)");
+    }
+  }
+  if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
+    fail(Code::invalid_argument,
+         who() + ": " + what + ": sendbuff and recvbuff overlap without being in place");
+  }
+}
+
+size_t Communicator::Impl::checkedBytes(const char* what, size_t count, DataType type,
+                                        size_t blocks) const {
+  return gyre::checkedBytes(who(), what, count, type, blocks);
+}
+
+int Communicator::Impl::channelsFor(size_t bytes, size_t count) const {
+  const int wanted = config.channels > 0 ? config.channels : tuner->channels(bytes);
+  // At least one slot's worth of elements per channel.
+  const size_t elemBytes = count ? std::max<size_t>(1, bytes / count) : 1;
+  const size_t perSlot = std::max<size_t>(1, config.slotBytes / elemBytes);
+  return int(std::clamp<size_t>(count / perSlot, 1, size_t(wanted)));
+}
+
+void Communicator::Impl::runChannels(
+    const OpContext& ctx, int channels, size_t count,
+    const std::function<void(const OpContext&, int, size_t, size_t)>& body) {
+  if (channels <= 1) return body(ctx, 0, 0, count);
+  const int n = config.nranks, r = config.rank;
+  if (n > 1) {
+    const int prev = (r + n - 1) % n, next = (r + 1) % n;
+    for (int peer : {std::min(prev, next), std::max(prev, next)})
+      for (int c = 0; c < channels; ++c) connection(peer, c);  // ascending (peer, channel)
+  }
+  std::atomic<bool> failed{false};
+  std::atomic<int> first{-1};  // the channel that failed first; the others it stopped
+  OpContext shared = ctx;
+  shared.channelFailed = &failed;
+  std::vector<Status> results(static_cast<size_t>(channels));
+  channelWorkers.run(channels, [&](int c) {
+    const size_t lo = count * size_t(c) / size_t(channels);
+    const size_t hi = count * size_t(c + 1) / size_t(channels);
+    Status result;
+    try {
+      body(shared, c, lo, hi);
+      return;
+    } catch (const Failure& f) {
+      result = f.status();
+    } catch (const std::exception& e) {
+      result = {Code::internal, who() + ": channel " + std::to_string(c) + ": " + e.what()};
+    }
+    results[size_t(c)] = result;
+    int none = -1;
+    first.compare_exchange_strong(none, c);
+    failed.store(true);
+  });
+  if (first.load() >= 0) throw Failure(results[size_t(first.load())]);
+}
+
+Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
+  const Choice c = tuner->choose(coll, bytes, config.nranks);
+  // Logged once per collective, algorithm and power-of-two size class.
+  if (!logEnabled(LogLevel::info)) return c.algorithm;
+  int sizeClass = 0;
+  while (sizeClass < 63 && (size_t(1) << (sizeClass + 1)) <= bytes) ++sizeClass;
+  if (loggedChoices.insert((int(coll) << 16) | (int(c.algorithm) << 8) | sizeClass).second) {
+    GYRE_LOG(info, who() + ": " + collectiveName(coll) + " of " + std::to_string(bytes) +
+                       " B at n=" + std::to_string(config.nranks) + ": " +
+                       algorithmName(c.algorithm) + " (" +
+                       tuner->explain(c, coll, bytes, config.nranks) + ")");
+  }
+  return c.algorithm;
+}
+
+void Communicator::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  auto& d = *impl_;
+  d.checkType("all_reduce", type, op);
+  const size_t bytes = d.checkedBytes("all_reduce", count, type);
+  d.checkBuffers("all_reduce", send, bytes, recv, bytes, true, recv);
+  d.drainQueue();
+  d.run({0, count, -1, Collective::all_reduce, type, op}, [&](const OpContext& ctx) {
+    const int n = d.config.nranks, r = d.config.rank;
+    const size_t chunk = d.chunkElems(type);
+    switch (d.choose(Collective::all_reduce, bytes)) {
+      case Algorithm::tree:
+        return d.execute(ctx, send, recv,
+                         [&](auto& p) { algo::doubleTreeAllReduce(p, r, n, count, chunk); });
+      case Algorithm::doubling:
+        return d.execute(ctx, send, recv, [&](auto& p) {
+          algo::doublingAllReduce(p, r, n, count, d.slotElems(type), d.ahead());
+        });
+      default:
+        return d.runChannels(ctx, d.channelsFor(bytes, count), count,
+                             [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                               d.execute(
+                                   cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                                   [&](auto& p) { algo::ringAllReduce(p, r, n, hi - lo, chunk); },
+                                   c);
+                             });
+    }
+  });
+}
+
+void Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
+  auto& d = *impl_;
+  d.checkType("all_gather", type, RedOp::sum);
+  const int n = d.config.nranks, r = d.config.rank;
+  const size_t total = d.checkedBytes("all_gather", sendCount, type, size_t(n));
+  const void* inPlace = recv ? at(recv, size_t(r) * sendCount, type) : nullptr;
+  d.checkBuffers("all_gather", send, total / size_t(n), recv, total, true, inPlace);
+  d.drainQueue();
+  d.run({0, sendCount, -1, Collective::all_gather, type, RedOp::sum}, [&](const OpContext& ctx) {
+    const size_t chunk = d.chunkElems(type);
+    if (d.choose(Collective::all_gather, total) == Algorithm::doubling) {
+      return d.execute(ctx, send, recv, [&](auto& p) {
+        algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type), d.ahead());
+      });
+    }
+    d.runChannels(ctx, d.channelsFor(total, sendCount * size_t(n)), sendCount,
+                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                    const algo::StridedBlocks blocks{hi - lo, sendCount};
+                    d.execute(
+                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                        [&](auto& p) { algo::ringAllGatherBlocks(p, r, n, blocks, chunk); }, c);
+                  });
+  });
+}
+
+void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
+                                 RedOp op) {
+  auto& d = *impl_;
+  d.checkType("reduce_scatter", type, op);
+  const int n = d.config.nranks, r = d.config.rank;
+  const size_t total = d.checkedBytes("reduce_scatter", recvCount, type, size_t(n));
+  // In place: recvbuff is this rank's block of sendbuff, so recv's overlap is allowed there.
+  const bool inPlace = send && recv == at(send, size_t(r) * recvCount, type);
+  d.checkBuffers("reduce_scatter", send, total, recv, total / size_t(n), true,
+                 inPlace ? send : recv);
+  d.drainQueue();
+  d.run({0, recvCount, -1, Collective::reduce_scatter, type, op}, [&](const OpContext& ctx) {
+    d.choose(Collective::reduce_scatter, total);
+    d.runChannels(ctx, d.channelsFor(total, recvCount * size_t(n)), recvCount,
+                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+                    d.execute(
+                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
+                        [&](auto& p) {
+                          algo::ringReduceScatter(p, r, n, hi - lo, d.chunkElems(type), recvCount);
+                        },
+                        c);
+                  });
+  });
+}
+
+void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  auto& d = *impl_;
+  d.checkType("broadcast", type, RedOp::sum);
+  d.checkRoot("broadcast", root);
+  const size_t bytes = d.checkedBytes("broadcast", count, type);
+  const bool isRoot = d.config.rank == root;
+  d.checkBuffers("broadcast", send, bytes, recv, bytes, isRoot, recv);
+  d.drainQueue();
+  d.run({0, count, root, Collective::broadcast, type, RedOp::sum}, [&](const OpContext& ctx) {
+    const int n = d.config.nranks, r = d.config.rank;
+    const void* input = isRoot ? send : nullptr;
+    if (d.choose(Collective::broadcast, bytes) == Algorithm::tree) {
+      return d.execute(ctx, input, recv,
+                       [&](auto& p) { algo::binomialBroadcast(p, r, n, root, count); });
+    }
+    d.runChannels(
+        ctx, d.channelsFor(bytes, count), count,
+        [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
+          d.execute(
+              cctx, input ? at(input, lo, type) : nullptr, const_cast<char*>(at(recv, lo, type)),
+              [&](auto& p) { algo::ringBroadcast(p, r, n, root, hi - lo, d.chunkElems(type)); }, c);
+        });
+  });
+}
+
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op,
+                          int root) {
+  auto& d = *impl_;
+  d.checkType("reduce", type, op);
+  d.checkRoot("reduce", root);
+  const size_t bytes = d.checkedBytes("reduce", count, type);
+  const bool isRoot = d.config.rank == root;
+  d.checkBuffers("reduce", send, bytes, isRoot ? recv : nullptr, isRoot ? bytes : 0, true,
+                 isRoot ? recv : nullptr);
+  d.drainQueue();
+  d.run({0, count, root, Collective::reduce, type, op}, [&](const OpContext& ctx) {
+    const int n = d.config.nranks, r = d.config.rank;
+    void* output = isRoot ? recv : nullptr;
+    if (d.choose(Collective::reduce, bytes) == Algorithm::tree) {
+      return d.execute(ctx, send, output,
+                       [&](auto& p) { algo::binomialReduce(p, r, n, root, count); });
+    }
+    d.execute(ctx, send, output, [&](auto& p) { algo::ringReduce(p, r, n, root, count); });
+  });
+}
+
+void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
+  auto& d = *impl_;
+  d.checkType("gather", type, RedOp::sum);
+  d.checkRoot("gather", root);
+  const int n = d.config.nranks, r = d.config.rank;
+  const size_t total = d.checkedBytes("gather", count, type, size_t(n));
+  const bool isRoot = r == root;
+  const void* inPlace = isRoot && recv ? at(recv, size_t(r) * count, type) : nullptr;
+  d.checkBuffers("gather", send, total / size_t(n), isRoot ? recv : nullptr, isRoot ? total : 0,
+                 true, inPlace);
+  d.drainQueue();
+  d.run({0, count, root, Collective::gather, type, RedOp::sum}, [&](const OpContext& ctx) {
+    d.choose(Collective::gather, total);
+    d.execute(ctx, send, isRoot ? recv : nullptr,
+              [&](auto& p) { algo::ringGather(p, r, n, root, count); });
+  });
+}
+
+void Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
+  auto& d = *impl_;
+  d.checkType("scatter", type, RedOp::sum);
+  d.checkRoot("scatter", root);
+  const int n = d.config.nranks, r = d.config.rank;
+  const size_t total = d.checkedBytes("scatter", count, type, size_t(n));
+  const bool isRoot = r == root;
+  const bool inPlace = isRoot && send && recv == at(send, size_t(r) * count, type);
+  d.checkBuffers("scatter", send, total, recv, total / size_t(n), isRoot, inPlace ? send : recv);
+  d.drainQueue();
+  d.run({0, count, root, Collective::scatter, type, RedOp::sum}, [&](const OpContext& ctx) {
+    d.choose(Collective::scatter, total);
+    d.execute(ctx, isRoot ? send : nullptr, recv,
+              [&](auto& p) { algo::ringScatter(p, r, n, root, count); });
+  });
+}
+
+void Communicator::allToAll(const void* send, void* recv, size_t count, DataType type) {
+  auto& d = *impl_;
+  d.checkType("all_to_all", type, RedOp::sum);
+  const int n = d.config.nranks, r = d.config.rank;
+  const size_t total = d.checkedBytes("all_to_all", count, type, size_t(n));
+  d.checkBuffers("all_to_all", send, total, recv, total, true, nullptr);
+  d.drainQueue();
+  d.run({0, count, -1, Collective::all_to_all, type, RedOp::sum}, [&](const OpContext& ctx) {
+    d.choose(Collective::all_to_all, total);
+    d.execute(ctx, send, recv, [&](auto& p) {
+      algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, d.slotElems(type));
+    });
+  });
+}
+
+void Communicator::allGatherV(const void* send, size_t sendCount, void* recv,
+                              const size_t* recvCounts, const size_t* displs, DataType type) {
+  auto& d = *impl_;
+  d.checkType("all_gather_v", type, RedOp::sum);
+  const int n = d.config.nranks, r = d.config.rank;
+  if (!recvCounts || !displs) {
+    fail(Code::invalid_argument, d.who() + ": all_gather_v: recvcounts or displs is null");
+  }
+  if (recvCounts[r] != sendCount) {
+    fail(Code::invalid_argument, d.who() + ": all_gather_v: sendcount " +
+                                     std::to_string(sendCount) + " differs from recvcounts[" +
+                                     std::to_string(r) + "] = " + std::to_string(recvCounts[r]));
+  }
+  size_t extent = 0, total = 0;
+  for (int i = 0; i < n; ++i) {
+    d.checkedBytes("all_gather_v", recvCounts[i], type);
+    d.checkedBytes("all_gather_v", displs[i], type);
+    extent = std::max(extent, displs[i] + recvCounts[i]);
+    total += recvCounts[i];
+  }
+  const size_t bytes = d.checkedBytes("all_gather_v", extent, type);
+  const void* inPlace = recv ? at(recv, displs[r], type) : nullptr;
+  d.checkBuffers("all_gather_v", send, sendCount * dataTypeSize(type), recv, bytes, true, inPlace);
+  d.drainQueue();
+  // The descriptor's count is the total, which every rank knows alike.
+  d.run({0, total, -1, Collective::all_gather_v, type, RedOp::sum}, [&](const OpContext& ctx) {
+    d.choose(Collective::all_gather_v, total * dataTypeSize(type));
+    d.execute(ctx, send, recv, [&](auto& p) {
+      algo::ringAllGatherBlocks(p, r, n, algo::VarBlocks{recvCounts, displs}, d.chunkElems(type));
+    });
+  });
+}
+
+void Communicator::allToAllV(const void* send, const size_t* sendCounts, const size_t* sendDispls,
+                             void* recv, const size_t* recvCounts, const size_t* recvDispls,
+                             DataType type) {
+  auto& d = *impl_;
+  d.checkType("all_to_all_v", type, RedOp::sum);
+  const int n = d.config.nranks, r = d.config.rank;
+  if (!sendCounts || !sendDispls || !recvCounts || !recvDispls) {
+    fail(Code::invalid_argument, d.who() + ": all_to_all_v: a count or displacement array is null");
+  }
+  if (sendCounts[r] != recvCounts[r]) {
+    fail(Code::invalid_argument, d.who() + ": all_to_all_v: sends itself " +
+                                     std::to_string(sendCounts[r]) + " elements but expects " +
+                                     std::to_string(recvCounts[r]));
+  }
+  size_t sendExtent = 0, recvExtent = 0;
+  for (int i = 0; i < n; ++i) {
+    for (size_t v : {sendCounts[i], sendDispls[i], recvCounts[i], recvDispls[i]})
+      d.checkedBytes("all_to_all_v", v, type);
+    sendExtent = std::max(sendExtent, sendDispls[i] + sendCounts[i]);
+    recvExtent = std::max(recvExtent, recvDispls[i] + recvCounts[i]);
+  }
+  const size_t sendBytes = d.checkedBytes("all_to_all_v", sendExtent, type);
+  const size_t recvBytes = d.checkedBytes("all_to_all_v", recvExtent, type);
+  d.checkBuffers("all_to_all_v", send, sendBytes, recv, recvBytes, true, nullptr);
+  d.drainQueue();
+  // Counts differ per rank, so the descriptor carries none; slot sizes still must agree.
+  d.run({0, 0, -1, Collective::all_to_all_v, type, RedOp::sum}, [&](const OpContext& ctx) {
+    d.choose(Collective::all_to_all_v, sendBytes);
+    d.execute(ctx, send, recv, [&](auto& p) {
+      algo::pairwiseAllToAll(p, r, n,
+                             algo::VarExchange{sendCounts, sendDispls, recvCounts, recvDispls},
+                             d.slotElems(type));
+    });
+  });
+}
+
+void Communicator::barrier() {
+  auto& d = *impl_;
+  d.drainQueue();
+  d.run({0, 0, -1, Collective::barrier, DataType::u8, RedOp::sum}, [&](const OpContext& ctx) {
+    const int n = d.config.nranks, r = d.config.rank;
+    d.execute(ctx, nullptr, nullptr, [&](auto& p) { algo::disseminationBarrier(p, r, n); });
+  });
+}
+
+void Communicator::send(const void* buf, size_t count, DataType type, int peer) {
+  impl_->send(buf, count, type, peer, /*unstaged=*/false);
+}
+
+void Communicator::sendUnstaged(const void* buf, size_t count, DataType type, int peer) {
+  impl_->send(buf, count, type, peer, /*unstaged=*/true);
+}
+
+void Communicator::Impl::send(const void* buf, size_t count, DataType type, int peer,
+                              bool unstaged) {
+  checkType("send", type, RedOp::sum);
+  checkRoot("send", peer, "peer");
+  if (peer == config.rank)
+    fail(Code::invalid_argument, who() + ": send: to itself (use a local copy)");
+  const size_t bytes = checkedBytes("send", count, type);
+  if (!unstaged) {
+    checkBuffers("send", buf, bytes, nullptr, 0, true, nullptr);
+  } else if (bytes && !supportsUnstagedSend(peer, buf, bytes)) {
+    fail(Code::invalid_usage, who() + ": send: no registration with the rdma adapter covers " +
+                                  "the buffer, or rank " + std::to_string(peer) +
+                                  " is not reached over rdma, so the CPU would have to read it");
+  }
+  drainQueue();
+  run(
+      {0, count, config.rank, Collective::send_recv, type, RedOp::sum},
+      [&](const OpContext& base) {
+        OpContext ctx = base;
+        ctx.desc.seq = ++sentTo[peer];
+        ctx.inputUnreadable = unstaged;
+        execute(ctx, buf, nullptr, [&](auto& p) { algo::sendTo(p, peer, count); });
+      },
+      /*p2p=*/true);
+}
+
+void Communicator::recv(void* buf, size_t count, DataType type, int peer) {
+  auto& d = *impl_;
+  d.checkType("recv", type, RedOp::sum);
+  d.checkRoot("recv", peer, "peer");
+  if (peer == d.config.rank) {
+    fail(Code::invalid_argument, d.who() + ": recv: from itself (use a local copy)");
+  }
+  const size_t bytes = d.checkedBytes("recv", count, type);
+  d.checkBuffers("recv", nullptr, 0, buf, bytes, false, nullptr);
+  d.drainQueue();
+  d.run(
+      {0, count, peer, Collective::send_recv, type, RedOp::sum},
+      [&](const OpContext& base) {
+        OpContext ctx = base;
+        ctx.desc.seq = ++d.receivedFrom[peer];
+        d.execute(ctx, nullptr, buf, [&](auto& p) { algo::recvFrom(p, peer, count); });
+      },
+      /*p2p=*/true);
+}
+
+}  // namespace gyre

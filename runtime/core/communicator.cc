@@ -1,0 +1,474 @@
+#include "runtime/core/communicator.h"
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "base/device_memory.h"
+#include "base/log.h"
+#include "runtime/core/bootstrap.h"
+#include "runtime/core/communicator_impl.h"
+#include "runtime/core/failure_board.h"
+#include "runtime/store/server.h"
+#include "runtime/store/tcp_store.h"
+#include "transport/event_loop.h"
+#include "transport/registry.h"
+
+namespace gyre {
+
+namespace {
+
+std::string interfaceAddress(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) fail(Code::system_error, "getifaddrs: " + errnoText(errno));
+  std::string found;
+  for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || ifname != a->ifa_name) continue;
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char host[NI_MAXHOST];
+    const socklen_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (getnameinfo(a->ifa_addr, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0) {
+      found = host;
+      if (auto pct = found.find('%'); pct != std::string::npos) found.resize(pct);
+    }
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    fail(Code::invalid_argument, "GYRE_SOCKET_IFNAME=" + ifname + ": no IPv4/IPv6 address");
+  }
+  return found;
+}
+
+// Cores per host: the CPUs its ranks may use together, and how many ranks share them.
+struct HostCores {
+  std::set<int> cpus;
+  int ranks = 0;
+};
+std::map<std::string, HostCores> coresByHost(const std::vector<PeerInfo>& peers) {
+  std::map<std::string, HostCores> hosts;
+  for (const auto& p : peers) {
+    auto& h = hosts[p.hostId];
+    h.cpus.insert(p.cpus.begin(), p.cpus.end());
+    ++h.ranks;
+  }
+  return hosts;
+}
+
+// The fewest cores any rank has to itself: its own CPUs, and no more than its share of its
+// host's. Computed from what every rank published, so all ranks agree on it.
+int coresPerRank(const std::vector<PeerInfo>& peers) {
+  const auto hosts = coresByHost(peers);
+  int fewest = std::numeric_limits<int>::max();
+  for (const auto& p : peers) {
+    const auto& h = hosts.at(p.hostId);
+    fewest = std::min({fewest, p.cores(), std::max(1, int(h.cpus.size())) / h.ranks});
+  }
+  return std::max(1, fewest);
+}
+
+}  // namespace
+
+// "host:port" of the tcp part a rank published, or "none".
+std::string dataAddress(const PeerInfo& peer) {
+  const std::string* part = peer.part("tcp");
+  if (!part) return "none";
+  const auto space = part->rfind(' ');
+  return space == std::string::npos ? *part : joinHostPort(part->substr(0, space), [&] {
+    try {
+      return uint16_t(std::stoi(part->substr(space + 1)));
+    } catch (const std::exception&) {
+      return uint16_t(0);
+    }
+  }());
+}
+
+std::shared_ptr<Store> Communicator::Impl::openStore() {
+  if (config.store) return config.store;
+  TcpStoreOptions opts;
+  opts.jobId = config.jobId;
+  opts.secret = config.secret;
+  opts.connectTimeout = config.timeout;
+  opts.replyTimeout = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(30));
+  std::string address = config.rendezvous;
+  if (address.empty()) {
+    if (config.hostAddress.empty()) {
+      if (config.nranks == 1) return makeMemoryStore();
+      fail(Code::invalid_argument, who() +
+                                       ": no rendezvous: set GYRE_RENDEZVOUS=host:port "
+                                       "or MASTER_ADDR/MASTER_PORT");
+    }
+    address = config.hostAddress;
+    if (config.rank == 0) {
+      StoreServerOptions server;
+      splitHostPort(address, server.host, server.port);
+      server.secret = config.secret;
+      hostedServer = std::make_shared<StoreServer>(server);
+      hostedServer->start();
+      GYRE_LOG(info, who() + ": hosting the rendezvous at " + hostedServer->address());
+    }
+  }
+  splitHostPort(address, opts.host, opts.port);
+  return std::make_shared<TcpStore>(opts);
+}
+
+void Communicator::Impl::init(const std::string& explicitNamespace) {
+  validate(config);
+  if (!rootStore) rootStore = openStore();
+  auto& store = rootStore;
+  std::string listenHost = "127.0.0.1";
+  if (!config.socketIfname.empty()) {
+    listenHost = interfaceAddress(config.socketIfname);
+  } else if (auto* tcpStore = dynamic_cast<TcpStore*>(store.get())) {
+    listenHost = tcpStore->localAddress();  // the interface that reaches the rendezvous
+  }
+  // Every rank creates a job's top-level communicators in the same order, so counting its
+  // own gives all ranks the same fresh namespace for this one. Children of split() are named
+  // after their parent instead.
+  storeNamespace = explicitNamespace;
+  if (storeNamespace.empty()) {
+    const int64_t index = store->add("communicators/" + std::to_string(config.rank), 1);
+    storeNamespace = "comm" + std::to_string(index);
+  }
+  auto commStore = makePrefixStore(storeNamespace, store);
+  bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout);
+  loop = std::make_unique<EventLoop>("gyre-progress");
+  TransportOptions options;
+  options.link.jobId = config.jobId;
+  options.link.secret = config.secret;
+  options.link.rank = config.rank;
+  options.link.nranks = config.nranks;
+  options.link.nSlots = config.nSlots;
+  options.link.slotBytes = config.slotBytes;
+  options.link.tcpCongestion = config.tcpCongestion;
+  options.listenHost = listenHost;
+  options.only = config.transport;
+  options.shmDir = config.shmDir;
+  options.ibHca = config.ibHca;
+  options.ibGidIndex = config.ibGidIndex;
+  transports = std::make_unique<Transports>(*loop, options);
+
+  PeerInfo self;
+  self.rank = config.rank;
+  self.hostId = localHostId();
+  self.cpus = allowedCpus();
+  transports->publish(self);
+  const auto all = bootstrap->allGather(self.encode());
+  for (const auto& text : all) peers.push_back(PeerInfo::decode(text));
+  for (int r = 0; r < config.nranks; ++r) {
+    if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
+  }
+  board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
+  // Polling pays only while no rank waits for a core: one thread per rank on this host. A
+  // launcher may bind each rank to cores of its own (gyre-run does), so count the host's.
+  const auto hosts = coresByHost(peers);
+  const auto& host = hosts.at(self.hostId);
+  const bool ranksHaveCores = host.ranks <= std::max<int>(1, int(host.cpus.size()));
+  // Where ranks outnumber cores a waiter polls too, but hands its core over between looks
+  // (sched_yield) so that the rank it waits for can run: 4 ranks on 2 cores, 8 B all-reduce
+  // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
+  yieldWhileSpinning = !ranksHaveCores;
+  spin = config.spin;
+  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 50 : 200);
+  // Collectives move at the pace of their slowest link: the memory model only if every peer
+  // is reached through memory.
+  const bool allMemory = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
+    return p.rank == self.rank || transports->forPeer(self, p).medium() == Medium::memory;
+  });
+  tuner = std::make_unique<Tuner>(
+      allMemory ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(coresPerRank(peers)),
+      config.algorithm, size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
+  sentTo.assign(config.nranks, 0);
+  receivedFrom.assign(config.nranks, 0);
+  // Ring neighbours now (in ascending order, like execute()); other pairs on first use.
+  if (config.nranks > 1) {
+    const int next = (config.rank + 1) % config.nranks;
+    const int prev = (config.rank + config.nranks - 1) % config.nranks;
+    connection(std::min(next, prev), 0);
+    connection(std::max(next, prev), 0);
+  }
+  if (logEnabled(LogLevel::info)) {
+    std::map<std::string, int> byTransport;
+    for (const PeerInfo& p : peers) {
+      if (p.rank != self.rank) ++byTransport[transports->forPeer(self, p).name()];
+    }
+    std::string reached = "peers over";  // "peers over shm 1, rdma 2, tcp 0"
+    for (const Transport* t : transports->carriers()) {
+      reached += std::string(reached.size() > 10 ? ", " : " ") + t->name() + " " +
+                 std::to_string(byTransport[t->name()]);
+    }
+    const auto spinUs = std::chrono::duration_cast<std::chrono::microseconds>(spin).count();
+    const std::string rings = config.channels > 0
+                                  ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
+                                  : "up to " + std::to_string(tuner->maxChannels()) + ", one per " +
+                                        std::to_string(Tuner::kBytesPerExtraChannel >> 20) + " MiB";
+    GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
+                       gyre::dataAddress(self) + "; cpus " + formatCpuList(self.cpus) +
+                       ", waiters poll " + std::to_string(spinUs) + " us" +
+                       (yieldWhileSpinning ? " yielding" : "") + "; " + reached +
+                       ", rings per call: " + rings);
+  }
+}
+
+Connection& Communicator::Impl::connection(int peer, int channel) {
+  const auto key = std::make_pair(peer, channel);
+  auto it = connections.find(key);
+  if (it != connections.end()) return *it->second;
+  const auto deadline = Clock::now() + config.timeout;
+  auto conn = transports->forPeer(peers[config.rank], peers[peer])
+                  .connect(peers[peer], channel, deadline, [this]() -> Status {
+                    if (abortFlag.load()) return {Code::aborted, "aborted by gyreCommAbort"};
+                    return board ? board->recorded() : Status{};
+                  });
+  GYRE_LOG(trace, who() + ": connected to rank " + std::to_string(peer) + " channel " +
+                      std::to_string(channel) + " over " + conn->transportName());
+  return *connections.emplace(key, std::move(conn)).first->second;
+}
+
+void Communicator::Impl::drainQueue() {
+  std::unique_lock lock(queueMutex);
+  if (std::this_thread::get_id() == worker.get_id()) return;  // the worker runs in order
+  queueChanged.wait(lock, [&] { return unfinished == 0; });
+}
+
+void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpContext&)>& body,
+                             bool p2p) {
+  std::lock_guard lock(opMutex);
+  if (Status s = poisoned(); !s.ok()) {
+    throw Failure(s.code, who() + ": " + collectiveName(desc.coll) +
+                              " refused: the communicator failed earlier: " + s.message);
+  }
+  OpContext ctx;
+  ctx.desc = desc;
+  if (!p2p) ctx.desc.seq = ++seq;
+  ctx.rank = config.rank;
+  ctx.nranks = config.nranks;
+  ctx.timeout = config.timeout;
+  ctx.deadline = Clock::now() + config.timeout;
+  ctx.abort = &abortFlag;
+  ctx.spin = spin;
+  ctx.yieldWhileSpinning = yieldWhileSpinning;
+  // A send only reads its buffer, so its slots may leave straight from it (registered memory
+  // over rdma); collectives write where they read (in place, or the output they forward).
+  ctx.inputReadOnly = p2p;
+  if (!p2p) {
+    board->started(ctx.desc);
+    ctx.checkPeers = [board = board.get(), desc = ctx.desc] { return board->disagreement(desc); };
+  }
+  try {
+    body(ctx);
+  } catch (const Failure& f) {
+    Status s = f.status();
+    if (s.code == Code::timeout && !p2p) s.message += "; " + board->attribute(ctx.desc);
+    // Record the cause before closing: the neighbours woken by the close then report it.
+    s = board->report(s, ctx.desc);
+    setPoison(s);
+    // Closing our connections makes every neighbour fail now instead of at its deadline.
+    for (auto& [key, conn] : connections) conn->close();
+    throw Failure(s);
+  }
+  if (!p2p) board->completed(ctx.desc);
+}
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Communicator> Communicator::create(CommConfig config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(config);
+  impl->init("");
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const CommConfig* overrides) {
+  auto& d = *impl_;
+  d.drainQueue();
+  std::unique_ptr<Impl> child;
+  {
+    std::lock_guard lock(d.opMutex);
+    if (Status s = d.poisoned(); !s.ok()) {
+      throw Failure(s.code,
+                    d.who() + ": split refused: the communicator failed earlier: " + s.message);
+    }
+    const int index = d.splits++;
+    const auto all = d.bootstrap->allGather(std::to_string(color) + " " + std::to_string(key));
+    std::vector<std::pair<int, int>> members;  // (key, parent rank) of my color
+    for (int r = 0; r < d.config.nranks; ++r) {
+      int c = 0, k = 0;
+      if (std::sscanf(all[r].c_str(), "%d %d", &c, &k) != 2) {
+        fail(Code::internal, d.who() + ": split: malformed entry from rank " + std::to_string(r));
+      }
+      if (c == color) members.emplace_back(k, r);
+    }
+    if (color < 0) return nullptr;
+    std::sort(members.begin(), members.end());
+    const auto me = std::find(members.begin(), members.end(), std::make_pair(key, d.config.rank));
+    child = std::make_unique<Impl>();
+    child->config = d.config;
+    child->config.rank = int(me - members.begin());
+    child->config.nranks = int(members.size());
+    if (overrides) {
+      if (overrides->timeout.count()) child->config.timeout = overrides->timeout;
+      if (overrides->nSlots) child->config.nSlots = overrides->nSlots;
+      if (overrides->slotBytes) child->config.slotBytes = overrides->slotBytes;
+      if (!overrides->algorithm.empty()) child->config.algorithm = overrides->algorithm;
+      if (overrides->channels > 0) child->config.channels = overrides->channels;
+    }
+    child->rootStore = d.rootStore;
+    child->hostedServer = d.hostedServer;
+    child->init(d.storeNamespace + "/split" + std::to_string(index) + "/color" +
+                std::to_string(color));
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
+}
+
+std::shared_ptr<Work> Communicator::async(std::function<void(Communicator&)> body) {
+  auto& d = *impl_;
+  auto work = std::make_shared<Work>();
+  std::lock_guard lock(d.queueMutex);
+  if (!d.worker.joinable()) {
+    d.worker = std::thread([&d] {
+      std::unique_lock lock(d.queueMutex);
+      while (true) {
+        d.queueChanged.wait(lock, [&] { return d.stopWorker || !d.queue.empty(); });
+        if (d.queue.empty()) return;  // stopping, nothing left
+        auto next = std::move(d.queue.front());
+        d.queue.pop_front();
+        lock.unlock();
+        next();
+        lock.lock();
+        --d.unfinished;
+        d.queueChanged.notify_all();
+      }
+    });
+  }
+  ++d.unfinished;
+  d.queue.push_back([this, work, body = std::move(body)] {
+    try {
+      body(*this);
+      work->finish({});
+    } catch (const Failure& f) {
+      work->finish(f.status());
+    } catch (const std::exception& e) {
+      work->finish({Code::internal, impl_->who() + ": " + e.what()});
+    }
+  });
+  d.queueChanged.notify_all();
+  return work;
+}
+
+Communicator::~Communicator() {
+  auto& d = *impl_;
+  if (d.worker.joinable()) {
+    {
+      std::lock_guard lock(d.queueMutex);
+      d.stopWorker = true;  // the worker finishes what is queued (each call has a deadline)
+    }
+    d.queueChanged.notify_all();
+    d.worker.join();
+  }
+  d.board.reset();
+  if (d.poisoned().ok()) {
+    // Let the last slots of the last collective reach the peers before closing.
+    const auto deadline =
+        Clock::now() + std::min<Clock::duration>(d.config.timeout, std::chrono::seconds(10));
+    for (auto& [key, conn] : d.connections) {
+      Status s = conn->flush(deadline);
+      if (!s.ok()) GYRE_LOG(warn, "destroy: " + s.message);
+    }
+  }
+  // The rest is ~Impl's, which also runs when create() fails half way.
+}
+
+// Stops the event loop before the transport and connections it serves are destroyed: the
+// members alone would be destroyed in the wrong order for that.
+Communicator::Impl::~Impl() {
+  board.reset();
+  if (transports) transports->shutdown();
+  for (auto& [key, conn] : connections) conn->close();
+  if (loop) loop->stop();
+  connections.clear();
+}
+
+int Communicator::rank() const {
+  return impl_->config.rank;
+}
+int Communicator::size() const {
+  return impl_->config.nranks;
+}
+std::string Communicator::dataAddress() const {
+  return gyre::dataAddress(impl_->peers[impl_->config.rank]);
+}
+
+void* Communicator::registerBuffer(const void* p, size_t bytes) {
+  auto& d = *impl_;
+  if (!p || bytes == 0) {
+    fail(Code::invalid_argument, d.who() + ": gyreCommRegister: null buffer or size 0");
+  }
+  std::lock_guard lock(d.registrationsMutex);
+  if (d.registrations.size() >= 1024) {
+    fail(Code::invalid_usage, d.who() + ": gyreCommRegister: 1024 buffers are registered " +
+                                  "already; deregister some first");
+  }
+  auto reg = std::make_unique<Impl::Registration>();
+  reg->p = p;
+  reg->bytes = bytes;
+  reg->handles = d.transports->registerMemory(p, bytes, d.who());
+  const Impl::Registration* handle = reg.get();
+  d.registrations.emplace(handle, std::move(reg));
+  return const_cast<Impl::Registration*>(handle);
+}
+
+void Communicator::deregisterBuffer(void* handle) {
+  auto& d = *impl_;
+  std::lock_guard lock(d.registrationsMutex);
+  auto it = d.registrations.find(static_cast<const Impl::Registration*>(handle));
+  if (it == d.registrations.end()) {
+    fail(Code::invalid_argument,
+         d.who() + ": gyreCommDeregister: not a handle gyreCommRegister gave this communicator");
+  }
+  d.transports->deregisterMemory(it->second->handles);
+  d.registrations.erase(it);
+}
+
+bool Communicator::sendsUnstaged(int peer, const void* buf, size_t bytes) {
+  return impl_->supportsUnstagedSend(peer, buf, bytes);
+}
+
+bool Communicator::Impl::supportsUnstagedSend(int peer, const void* p, size_t bytes) {
+  if (!p || bytes == 0 || peer < 0 || peer >= config.nranks || peer == config.rank) return false;
+  // The transport's regions, not the handles: a region re-registered smaller covers less.
+  try {
+    return transports->forPeer(peers[config.rank], peers[peer]).sendsUnstaged(p, bytes);
+  } catch (const Failure&) {
+    return false;  // no transport reaches it; the call itself reports that
+  }
+}
+
+uint64_t Communicator::directSends() const {
+  std::lock_guard lock(impl_->opMutex);
+  uint64_t total = 0;
+  for (const auto& [key, conn] : impl_->connections) total += conn->directCounts().sentFromUser;
+  return total;
+}
+
+void Communicator::abort() {
+  impl_->abortFlag.store(true);
+  impl_->raiseDeviceAbort();
+  impl_->setPoison({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
+}
+
+Status Communicator::asyncError() const {
+  impl_->pollDeviceFailure();
+  return impl_->poisoned();
+}
+
+}  // namespace gyre

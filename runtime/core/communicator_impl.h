@@ -1,0 +1,161 @@
+// The communicator's state, shared by communicator.cc (set-up, teardown, split, the worker),
+// collectives.cc (argument checks and algorithm choice) and group.cc (fusion and batching).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "algorithms/host_prims.h"
+#include "algorithms/peer_recorder.h"
+#include "runtime/core/channel_workers.h"
+#include "runtime/core/communicator.h"
+#include "runtime/core/tuner.h"
+#include "transport/transport.h"
+
+namespace gyre {
+
+class Bootstrap;
+class CudaStaging;
+class DeviceLinks;
+class EventLoop;
+class FailureBoard;
+class StoreServer;
+class Transports;
+
+// "host:port" where a rank's data connections are accepted (its tcp part), or "none".
+std::string dataAddress(const PeerInfo& peer);
+
+// Whether two byte ranges share a byte.
+inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return aBytes && bBytes && x < y + bBytes && y < x + aBytes;
+}
+
+struct Communicator::Impl {
+  CommConfig config;
+  std::string storeNamespace;                 // this communicator's prefix in the store
+  std::shared_ptr<Store> rootStore;           // the job's store, shared with children
+  std::shared_ptr<StoreServer> hostedServer;  // rank 0, torch-style; children keep it alive
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<FailureBoard> board;
+  std::vector<PeerInfo> peers;
+  std::unique_ptr<EventLoop> loop;
+  std::unique_ptr<Transports> transports;
+  struct Registration {
+    const void* p = nullptr;
+    size_t bytes = 0;
+    std::vector<uint64_t> handles;  // per transport (Transports::registerMemory)
+  };
+  std::mutex registrationsMutex;
+  std::map<const Registration*, std::unique_ptr<Registration>> registrations;
+  std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
+  std::unique_ptr<Tuner> tuner;
+  std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
+  bool yieldWhileSpinning = false;      // ranks on this host outnumber its cores
+  int splits = 0;                       // split() calls so far: names children's namespaces
+  std::vector<std::byte> groupStaging;  // fused all-reduces of groups
+  ChannelWorkers channelWorkers;        // channels 1.. of multi-channel calls (under opMutex)
+
+  std::mutex opMutex;
+  uint64_t seq = 0;
+  std::vector<uint64_t> sentTo, receivedFrom;  // point-to-point sequence numbers per peer
+  std::unordered_set<int> loggedChoices;       // (collective, algorithm, size class) logged once
+  std::atomic<bool> abortFlag{false};
+  mutable std::mutex poisonMutex;
+  Status poison;
+
+  // Stream-ordered calls (stream_calls.cc): staging made on first use. A shared_ptr so that
+  // builds without CUDA need not see the type.
+  std::mutex stagingMutex;
+  std::shared_ptr<CudaStaging> staging;
+  // cuda_ipc links (device_links.h): set up by the first call that may use them.
+  std::shared_ptr<DeviceLinks> deviceLinks;
+  bool deviceLinksTried = false;
+  // Polls the kernels' failure words into the poison (no-op without CUDA or links).
+  void pollDeviceFailure();
+  void raiseDeviceAbort();
+
+  // The worker thread of async(): started on first use.
+  std::mutex queueMutex;
+  std::condition_variable queueChanged;
+  std::deque<std::function<void()>> queue;
+  size_t unfinished = 0;  // queued or running
+  bool stopWorker = false;
+  std::thread worker;
+
+  ~Impl();
+  std::string who() const { return "rank " + std::to_string(config.rank); }
+
+  void init(const std::string& explicitNamespace);
+  std::shared_ptr<Store> openStore();
+  Connection& connection(int peer, int channel);
+  // Exchanges (both partners send, then receive) go slot by slot, so each side's receive
+  // overlaps the other's send.
+  size_t slotElems(DataType type) const {
+    return std::max<size_t>(1, config.slotBytes / dataTypeSize(type));
+  }
+  // Slots an exchange keeps in flight beyond the one it waits for: half a link in all.
+  int ahead() const { return int(std::max<uint32_t>(1, config.nSlots / 2) - 1); }
+  size_t chunkElems(DataType type) const {
+    return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
+  }
+
+  void setPoison(const Status& s) {
+    std::lock_guard lock(poisonMutex);
+    if (poison.ok()) poison = s;
+  }
+  Status poisoned() const {
+    std::lock_guard lock(poisonMutex);
+    return poison;
+  }
+
+  // Waits until every asynchronous call issued earlier finished (issue order).
+  void drainQueue();
+  // Runs `body(ctx)` under the op lock with a fresh sequence number. Point-to-point calls
+  // (`p2p`) are numbered by `body` per pair and direction (sentTo, receivedFrom): other
+  // ranks take no part, so they neither count nor publish progress.
+  void run(OpDesc desc, const std::function<void(const OpContext&)>& body, bool p2p = false);
+  // The sends and receives of a group, all moving together in rounds (group.cc).
+  void sendRecvBatch(const std::vector<GroupOp>& ops);
+  // Opens the connections `algo` needs, in ascending rank order (every rank dials the higher
+  // ranks and waits for the lower, so no two ranks wait on each other), then runs it.
+  template <class Algo>
+  void execute(const OpContext& ctx, const void* input, void* output, Algo&& algo,
+               int channel = 0) {
+    PeerRecorder recorder;
+    algo(recorder);
+    for (int peer : recorder.peers()) connection(peer, channel);
+    HostPrims prims(
+        ctx, [this, channel](int peer) -> Connection& { return connection(peer, channel); }, input,
+        output);
+    algo(prims);
+    prims.finish();
+  }
+  // Ring collectives on `channels` independent rings: body(ctx, channel, lo, hi) runs on one
+  // thread per channel (channel 0 on the caller, the others on channelWorkers) over elements [lo,
+  // hi) of [0, count), each on its own connections, opened here first. The first failure stops the
+  // other channels.
+  void runChannels(const OpContext& ctx, int channels, size_t count,
+                   const std::function<void(const OpContext&, int, size_t, size_t)>& body);
+  // How many rings a ring collective of `bytes` uses (GYRE_CHANNELS, else the tuner's).
+  int channelsFor(size_t bytes, size_t count) const;
+  Algorithm choose(Collective coll, size_t bytes);
+
+  void checkType(const char* what, DataType type, RedOp op) const;
+  void checkRoot(const char* what, int root, const char* role = "root") const;
+  void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
+                    size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
+  size_t checkedBytes(const char* what, size_t count, DataType type, size_t blocks = 1) const;
+
+  // Communicator::send and sendUnstaged.
+  void send(const void* buf, size_t count, DataType type, int peer, bool unstaged);
+  // The transport that reaches `peer` sends from [p, p + bytes) without the CPU reading it.
+  bool supportsUnstagedSend(int peer, const void* p, size_t bytes);
+};
+
+}  // namespace gyre

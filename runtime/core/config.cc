@@ -1,0 +1,115 @@
+#include "runtime/core/config.h"
+
+#include <cstdlib>
+
+#include "base/status.h"
+
+namespace gyre {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+long long envInt(const char* name, long long fallback, long long lo, long long hi) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const long long value = std::strtoll(v, &end, 10);
+  if (*end != '\0' || value < lo || value > hi) {
+    fail(Code::invalid_argument, std::string(name) + "='" + v + "' is not an integer in [" +
+                                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return value;
+}
+
+}  // namespace
+
+void applyTuningEnv(CommConfig& c) {
+  if (const char* v = env("GYRE_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(v, &end);
+    if (*end != '\0' || !(seconds > 0) || seconds > 1e7) {
+      fail(Code::invalid_argument,
+           std::string("GYRE_TIMEOUT='") + v + "' is not a positive number of seconds");
+    }
+    c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  }
+  c.nSlots = uint32_t(envInt("GYRE_NSLOTS", c.nSlots, 2, 1024));
+  c.slotBytes = size_t(envInt("GYRE_SLOT_BYTES", (long long)c.slotBytes, 64, 64 << 20));
+  c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
+  if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
+  if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
+  if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
+  c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
+  c.cudaIpc = envInt("GYRE_CUDA_IPC", c.cudaIpc ? 1 : 0, 0, 1) != 0;
+  c.cudaChannels = int(envInt("GYRE_CUDA_CHANNELS", c.cudaChannels, 1, 32));
+  c.cudaSlotBytes =
+      size_t(envInt("GYRE_CUDA_SLOT_BYTES", (long long)c.cudaSlotBytes, 1024, 16 << 20));
+  if (c.cudaSlotBytes % 256 != 0) {
+    fail(Code::invalid_argument, "GYRE_CUDA_SLOT_BYTES must be a multiple of 256");
+  }
+  if (const char* v = env("GYRE_TRANSPORT")) c.transport = v;
+  if (const char* v = env("GYRE_SHM_DIR")) c.shmDir = v;
+  if (const char* v = env("GYRE_IB_HCA")) c.ibHca = v;
+  c.ibGidIndex = int(envInt("GYRE_IB_GID_INDEX", c.ibGidIndex, -1, 65535));
+}
+
+CommConfig configFromEnv() {
+  CommConfig c;
+  const bool haveGyreRank = env("GYRE_RANK") != nullptr;
+  c.rank = int(envInt(haveGyreRank ? "GYRE_RANK" : "RANK", 0, 0, 1 << 24));
+  c.nranks = int(envInt(env("GYRE_WORLD_SIZE") ? "GYRE_WORLD_SIZE" : "WORLD_SIZE", 1, 1, 1 << 24));
+  if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;
+  if (const char* v = env("GYRE_SECRET")) c.secret = v;
+  if (const char* v = env("GYRE_RENDEZVOUS")) {
+    c.rendezvous = v;
+  } else if (c.nranks > 1) {
+    // torch-style: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (defaults as torch's).
+    const char* addr = env("MASTER_ADDR");
+    const char* port = env("MASTER_PORT");
+    c.hostAddress = std::string(addr ? addr : "127.0.0.1") + ":" + (port ? port : "29500");
+  }
+  applyTuningEnv(c);
+  return c;
+}
+
+void validate(const CommConfig& c) {
+  if (c.nranks < 1 || c.nranks > 65536) {
+    fail(Code::invalid_argument, "world size must be between 1 and 65536");
+  }
+  if (c.rank < 0 || c.rank >= c.nranks) {
+    fail(Code::invalid_argument,
+         "rank " + std::to_string(c.rank) + " is outside [0, " + std::to_string(c.nranks) + ")");
+  }
+  if (c.jobId.empty() || c.jobId.size() > 32) {
+    fail(Code::invalid_argument, "job id must have 1 to 32 bytes");
+  }
+  if (c.nSlots < 2) fail(Code::invalid_argument, "need at least 2 slots per link");
+  if (!c.algorithm.empty() && c.algorithm != "ring" && c.algorithm != "tree" &&
+      c.algorithm != "rd" && c.algorithm != "auto") {
+    fail(Code::invalid_argument, "algorithm '" + c.algorithm +
+                                     "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
+                                     "auto");
+  }
+  if (c.transport != "auto" && c.transport != "tcp" && c.transport != "shm" &&
+      c.transport != "rdma") {
+    fail(Code::invalid_argument,
+         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm, rdma");
+  }
+  const auto& cc = c.tcpCongestion;
+  if (cc.empty() || cc.size() > 15 ||
+      cc.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+    fail(Code::invalid_argument,
+         "tcp congestion control '" + cc +
+             "' (GYRE_TCP_CONGESTION) is not auto, system or the name "
+             "of one (as in /proc/sys/net/ipv4/tcp_allowed_congestion_control)");
+  }
+  if (c.slotBytes < 64 || c.slotBytes > (64u << 20)) {
+    fail(Code::invalid_argument, "slot size must be between 64 B and 64 MiB");
+  }
+}
+
+}  // namespace gyre

@@ -1,0 +1,70 @@
+// Failures and progress shared between the ranks of a communicator through the store, so
+// every rank names the rank that failed first and a timeout names the rank that never came.
+//  - The first rank to fail records its cause with compare_set; a rank that fails later
+//    (typically woken by a neighbour closing its connections) reports that cause instead of
+//    its own symptom. The failing rank records before it closes anything.
+//  - A background thread publishes this rank's last started and completed operation at
+//    most every 200 ms, so the hot path never waits on the store.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+#include "link/link.h"
+#include "runtime/store/store.h"
+
+namespace gyre {
+
+class FailureBoard {
+ public:
+  FailureBoard(std::shared_ptr<Store> store, int rank, int nranks);
+  ~FailureBoard();
+
+  void started(const OpDesc& op);  // cheap: the publisher sends it later
+  void completed(const OpDesc& op);
+
+  // The status this rank should report for `local`: itself if this rank failed first (or
+  // the store is unreachable), else the first failure, named.
+  Status report(const Status& local, const OpDesc& op);
+
+  // The first failure any rank recorded, or ok (one non-blocking store read).
+  Status recorded();
+
+  // invalid_usage naming a rank whose published progress shows it in the same call (same
+  // sequence number) with another kind, type, op, root or count; else ok. A wait that stalls
+  // asks this, so ranks that disagree in a way no data reveals (every rank waiting to
+  // receive, or one with count 0 that sent nothing) fail in seconds instead of at the
+  // timeout. One store read per rank.
+  Status disagreement(const OpDesc& op);
+
+  // Why `op` cannot finish, from every rank's published progress, e.g. "rank 3 never
+  // entered all_reduce #17 (its last completed: broadcast #16)".
+  std::string attribute(const OpDesc& op);
+
+ private:
+  struct Progress {
+    bool any = false;
+    OpDesc started, completed;
+    bool hasStarted = false, hasCompleted = false;
+  };
+  static std::string encode(const Progress& p);
+  static Progress decode(const std::string& text);
+  bool readProgress(int rank, Progress& progress);  // false: none published, or no store
+  void publishLoop();
+
+  std::shared_ptr<Store> store_;
+  const int rank_;
+  const int nranks_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Progress progress_;
+  bool dirty_ = false;
+  bool stop_ = false;
+  std::thread publisher_;
+};
+
+}  // namespace gyre

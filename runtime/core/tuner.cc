@@ -1,0 +1,197 @@
+#include "runtime/core/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "base/status.h"
+
+namespace gyre {
+
+namespace {
+
+// Fitted to the ring and the doubling all-reduce at n = 2 over loopback tcp, 16 KiB to 2 MiB
+// (docs/tuning.md).
+constexpr double kTcpAlphaUs = 7.0;
+constexpr double kTcpBetaBytesUs = 5000.0;
+constexpr double kTcpWholeBufferStep = 1.2;
+// The trees' extra local passes, measured against the ring at n = 4 (docs/tuning.md).
+constexpr double kTcpExtraPassBytes = 2.0;
+// Shared memory, measured the same way (docs/tuning.md).
+constexpr double kShmAlphaUs = 1.0;
+constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
+constexpr double kShmBetaBytesUs = 8000.0;
+constexpr double kShmWholeBufferStep = 0.7;
+// Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores;
+// fitted to n = 4 and 8 on 2 cores (docs/tuning.md).
+constexpr double kShmSleepingWholeBufferStep = 1.3;
+constexpr double kShmExtraPassBytes = 2.0;
+
+double log2Ceil(int n) {
+  int steps = 0;
+  while ((1 << steps) < n) ++steps;
+  return steps;
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::tree:
+      return "tree";
+    case Algorithm::doubling:
+      return "rd";
+    case Algorithm::pairwise:
+      return "pairwise";
+    case Algorithm::dissemination:
+      return "dissemination";
+  }
+  return "?";
+}
+
+Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes)
+    : link_(link), chunkBytes_(chunkBytes), slotBytes_(slotBytes) {
+  if (forced.empty() || forced == "auto") return;
+  forced_ = true;
+  if (forced == "ring") {
+    forcedAlgorithm_ = Algorithm::ring;
+  } else if (forced == "tree") {
+    forcedAlgorithm_ = Algorithm::tree;
+  } else if (forced == "rd") {
+    forcedAlgorithm_ = Algorithm::doubling;
+  } else {
+    fail(Code::invalid_argument,
+         "algorithm '" + forced +
+             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, auto");
+  }
+}
+
+LinkCost Tuner::tcpLoopback(int coresPerRank) {
+  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
+          std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+}
+
+int Tuner::channels(size_t bytes) const {
+  const size_t byBytes = std::max<size_t>(1, bytes / kBytesPerExtraChannel);
+  return int(std::min<size_t>(byBytes, size_t(std::max(1, link_.maxChannels))));
+}
+
+LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
+  return {ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
+          ranksHaveCores ? kShmWholeBufferStep : kShmSleepingWholeBufferStep, kShmExtraPassBytes};
+}
+
+// Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
+// busiest link carries per byte of the collective's size.
+double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {
+  const double b = double(bytes), lg = log2Ceil(n), nn = n;
+  double steps = -1, factor = 0;
+  switch (coll) {
+    case Collective::all_reduce:
+      if (a == Algorithm::ring) steps = 2 * (nn - 1), factor = 2 * (nn - 1) / nn;
+      // Two trees one after the other per round, each up and down its depth; the pipeline
+      // fills over half a chunk per tree and level before it streams at one byte per byte.
+      if (a == Algorithm::tree) {
+        steps = 4 * lg;
+        factor = link_.extraPassBytes *
+                 (1 + lg * std::min(b, double(chunkBytes_) / 2) / std::max(b, 1.0));
+      }
+      if (a == Algorithm::doubling) {
+        const bool pow2 = (n & (n - 1)) == 0;
+        const double levels = std::floor(std::log2(nn));
+        steps = levels + (pow2 ? 0 : 2);
+        // Every step moves and reduces the whole buffer (docs/tuning.md: over tcp the
+        // crossover with the ring at n = 2 and 4 lies between 32 and 256 KiB; over shared
+        // memory at n = 2 the doubling is as fast as the ring or faster up to 64 MiB).
+        factor = link_.wholeBufferStep * (levels + (pow2 ? 0 : 2));
+      }
+      break;
+    case Collective::all_gather:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      // Bruck moves the ring's bytes in fewer, larger steps, but its rotations cost: twice the
+      // ring's time at 16 MiB over shared memory (n = 8), 1.5 times at 2 MiB over tcp (n = 4).
+      if (a == Algorithm::doubling) steps = lg, factor = link_.extraPassBytes * (nn - 1) / nn;
+      break;
+    case Collective::broadcast:
+    case Collective::reduce: {
+      // Both forward slot by slot: the last rank starts a slot's worth (or the whole of a
+      // smaller message) after each hop before it, the chain's n - 2 hops against the tree's
+      // depth - 1. Then the tree streams nearly as well as the chain (measured at n = 4 and 8:
+      // within 5% for broadcast, 20% for reduce, at 16 MiB).
+      const double fill = std::min(b, double(slotBytes_)) / std::max(b, 1.0);
+      // The ring broadcast ends with a marker back to root: one step more.
+      if (a == Algorithm::ring) {
+        steps = coll == Collective::broadcast ? nn : nn - 1;
+        factor = 1 + (nn - 2) * fill;
+      }
+      // The broadcast's markers climb back to root: twice the depth.
+      if (a == Algorithm::tree) {
+        steps = coll == Collective::broadcast ? 2 * lg : lg;
+        factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
+      }
+      break;
+    }
+    case Collective::reduce_scatter:
+    case Collective::gather:
+    case Collective::scatter:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::all_to_all:
+    case Collective::all_to_all_v:
+      if (a == Algorithm::pairwise) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::all_gather_v:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
+    case Collective::barrier:
+      if (a == Algorithm::dissemination) steps = lg;
+      break;
+    case Collective::send_recv:
+      if (a == Algorithm::pairwise) steps = 1, factor = 1;
+      break;
+  }
+  if (steps < 0) return -1;
+  return steps * link_.alphaUs + b * factor / link_.betaBytesUs;
+}
+
+namespace {
+constexpr Algorithm kAll[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
+                              Algorithm::pairwise, Algorithm::dissemination};
+}
+
+// On every call: no allocation, no formatting.
+Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
+  if (forced_) {
+    const double t = predictUs(forcedAlgorithm_, coll, bytes, n);
+    if (t >= 0) return {forcedAlgorithm_, t, true};
+  }
+  Choice best{Algorithm::ring, -1, false};
+  for (Algorithm a : kAll) {
+    const double t = predictUs(a, coll, bytes, n);
+    if (t >= 0 && (best.predictedUs < 0 || t < best.predictedUs)) best = {a, t, false};
+  }
+  return best;
+}
+
+std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, int n) const {
+  if (choice.forced) return "forced by GYRE_ALGO";
+  std::ostringstream why;
+  why.precision(3);
+  why << "predicted";
+  const char* separator = " ";
+  for (Algorithm a : kAll) {
+    const double t = predictUs(a, coll, bytes, n);
+    if (t < 0) continue;
+    why << separator << algorithmName(a) << " " << t << " us";
+    separator = ", ";
+  }
+  if (forced_) {
+    why << " (GYRE_ALGO=" << algorithmName(forcedAlgorithm_) << " does not implement "
+        << collectiveName(coll) << ")";
+  }
+  return why.str();
+}
+
+}  // namespace gyre
