@@ -7,13 +7,13 @@ namespace {
 
 template <class T, class Op>
 __global__ void __launch_bounds__(kDeviceThreads) collectiveKernel(DeviceCall call) {
-  BlockEnv<T, Op> env{&call.failures[blockIdx.x], call.failures, call.channels, call.control};
+  BlockEnv<T, Op> env{&call.failures[blockIdx.x], call.failures, call.plan.channels, call.control};
   runDeviceChannel(env, call, int(blockIdx.x));
 }
 
 template <class T, class Op>
 cudaError_t launchAs(const DeviceCall& call, cudaStream_t stream) {
-  collectiveKernel<T, Op><<<unsigned(call.channels), kDeviceThreads, 0, stream>>>(call);
+  collectiveKernel<T, Op><<<unsigned(call.plan.channels), kDeviceThreads, 0, stream>>>(call);
   return cudaGetLastError();
 }
 
@@ -26,7 +26,7 @@ cudaError_t loadAs() {
 template <class T>
 cudaError_t launchFor(const DeviceCall& call, cudaStream_t stream) {
   // Collectives that only move data never reduce: they take the sum instantiation.
-  if (!reduces(call.coll)) return launchAs<T, Sum>(call, stream);
+  if (!reduces(call.plan.coll)) return launchAs<T, Sum>(call, stream);
   switch (call.op) {
     case RedOp::sum:
     case RedOp::avg:  // a sum divided once, in the step that completes it
@@ -51,7 +51,7 @@ cudaError_t loadFor() {
 }  // namespace
 
 cudaError_t launchDeviceCall(const DeviceCall& call, cudaStream_t stream) {
-  if (call.channels < 1) return cudaErrorInvalidValue;
+  if (call.plan.channels < 1) return cudaErrorInvalidValue;
   switch (call.dtype) {
     case DataType::i8:
       return launchFor<int8_t>(call, stream);

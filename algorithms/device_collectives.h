@@ -11,7 +11,7 @@ namespace gyre::cuda {
 
 constexpr int kDeviceThreads = 512;  // per block (channel)
 
-// Enqueues `call` on `stream` (grid: call.channels blocks). Returns the launch's error;
+// Enqueues `call` on `stream` (grid: call.plan.channels blocks). Returns the launch's error;
 // failures inside the kernel land in call.failures.
 cudaError_t launchDeviceCall(const DeviceCall& call, cudaStream_t stream);
 

@@ -21,11 +21,6 @@ namespace gyre {
 std::string describeOp(const OpDesc& d);
 std::string describeOp(const SlotMeta& m);
 
-struct LinkCounters {
-  WaitWord tail;  // written by the producer only
-  WaitWord head;  // written by the consumer only
-};
-
 struct Link {
   LinkCounters* counters = nullptr;
   SlotMeta* metas = nullptr;

@@ -1,13 +1,14 @@
 // The link contract's wire words, shared by every executor (host and device) and every
-// transport: the descriptor of a collective and the 32-byte header each slot carries, so that
-// a receiver compares what arrived with the call it is in. Plain data, C++17: compiled by the
-// host compiler and by nvcc, written across processes (shared memory, CUDA IPC), over rdma and
-// as the tcp frame header (little-endian hosts only).
+// transport: the descriptor of a collective, the 32-byte header each slot carries (so that a
+// receiver compares what arrived with the call it is in), and a host link's counters. Plain data,
+// C++17: compiled by the host compiler and by nvcc, written across processes (shared memory, CUDA
+// IPC), over rdma and as the tcp frame header (little-endian hosts only).
 #pragma once
 
 #include <cstdint>
 
 #include "base/hd.h"
+#include "base/wait.h"
 #include "gyre/types.h"
 
 namespace gyre {
@@ -54,5 +55,12 @@ struct SlotMeta {
   }
 };
 static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
+
+// The two counters of a host link (shm, tcp, rdma), each a futex-waitable word on its own
+// cache line; device links keep theirs in GPU memory (link/device_link.h, DeviceCounters).
+struct LinkCounters {
+  WaitWord tail;  // slots the producer filled; written by the producer only
+  WaitWord head;  // slots the consumer released; written by the consumer only
+};
 
 }  // namespace gyre

@@ -2,11 +2,13 @@
 #include <numeric>
 #include <tuple>
 
+#include "algorithms/collective.h"
 #include "algorithms/prims.h"
 #include "base/device_memory.h"
 #include "base/log.h"
 #include "runtime/core/arg_checks.h"
 #include "runtime/core/communicator_impl.h"
+#include "runtime/core/plan.h"
 
 namespace gyre {
 
@@ -52,18 +54,9 @@ size_t Communicator::Impl::checkedBytes(const char* what, size_t count, DataType
   return gyre::checkedBytes(who(), what, count, type, blocks);
 }
 
-int Communicator::Impl::channelsFor(size_t bytes, size_t count) const {
-  const int wanted = config.channels > 0 ? config.channels : tuner->channels(bytes);
-  // At least one slot's worth of elements per channel.
-  const size_t elemBytes = count ? std::max<size_t>(1, bytes / count) : 1;
-  const size_t perSlot = std::max<size_t>(1, config.slotBytes / elemBytes);
-  return int(std::clamp<size_t>(count / perSlot, 1, size_t(wanted)));
-}
-
-void Communicator::Impl::runChannels(
-    const OpContext& ctx, int channels, size_t count,
-    const std::function<void(const OpContext&, int, size_t, size_t)>& body) {
-  if (channels <= 1) return body(ctx, 0, 0, count);
+void Communicator::Impl::runChannels(const OpContext& ctx, int channels,
+                                     const std::function<void(const OpContext&, int)>& body) {
+  if (channels <= 1) return body(ctx, 0);
   const int n = config.nranks, r = config.rank;
   if (n > 1) {
     const int prev = (r + n - 1) % n, next = (r + 1) % n;
@@ -76,11 +69,9 @@ void Communicator::Impl::runChannels(
   shared.channelFailed = &failed;
   std::vector<Status> results(static_cast<size_t>(channels));
   channelWorkers.run(channels, [&](int c) {
-    const size_t lo = count * size_t(c) / size_t(channels);
-    const size_t hi = count * size_t(c + 1) / size_t(channels);
     Status result;
     try {
-      body(shared, c, lo, hi);
+      body(shared, c);
       return;
     } catch (const Failure& f) {
       result = f.status();
@@ -93,6 +84,27 @@ void Communicator::Impl::runChannels(
     failed.store(true);
   });
   if (first.load() >= 0) throw Failure(results[size_t(first.load())]);
+}
+
+CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes) {
+  PlanShape shape;
+  shape.nSlots = config.nSlots;
+  shape.slotBytes = config.slotBytes;
+  shape.maxChannels = config.channels > 0 ? config.channels : tuner->channels(bytes);
+  return planCollective(desc.coll, desc.dtype, desc.count, desc.root, choose(desc.coll, bytes),
+                        shape);
+}
+
+void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const void* send,
+                                    void* recv) {
+  const CollectivePlan plan = this->plan(ctx.desc, bytes);
+  const size_t es = dataTypeSize(ctx.desc.dtype);
+  runChannels(ctx, plan.channels, [&](const OpContext& cctx, int c) {
+    const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
+    execute(
+        cctx, part.in, part.out,
+        [&](auto& p) { runChannel(p, plan, config.rank, config.nranks, part.len); }, c);
+  });
 }
 
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
@@ -116,27 +128,8 @@ void Communicator::allReduce(const void* send, void* recv, size_t count, DataTyp
   const size_t bytes = d.checkedBytes("all_reduce", count, type);
   d.checkBuffers("all_reduce", send, bytes, recv, bytes, true, recv);
   d.drainQueue();
-  d.run({0, count, -1, Collective::all_reduce, type, op}, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    const size_t chunk = d.chunkElems(type);
-    switch (d.choose(Collective::all_reduce, bytes)) {
-      case Algorithm::tree:
-        return d.execute(ctx, send, recv,
-                         [&](auto& p) { algo::doubleTreeAllReduce(p, r, n, count, chunk); });
-      case Algorithm::doubling:
-        return d.execute(ctx, send, recv, [&](auto& p) {
-          algo::doublingAllReduce(p, r, n, count, d.slotElems(type), d.ahead());
-        });
-      default:
-        return d.runChannels(ctx, d.channelsFor(bytes, count), count,
-                             [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
-                               d.execute(
-                                   cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
-                                   [&](auto& p) { algo::ringAllReduce(p, r, n, hi - lo, chunk); },
-                                   c);
-                             });
-    }
-  });
+  d.run({0, count, -1, Collective::all_reduce, type, op},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
 }
 
 void Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
@@ -147,21 +140,8 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
   const void* inPlace = recv ? at(recv, size_t(r) * sendCount, type) : nullptr;
   d.checkBuffers("all_gather", send, total / size_t(n), recv, total, true, inPlace);
   d.drainQueue();
-  d.run({0, sendCount, -1, Collective::all_gather, type, RedOp::sum}, [&](const OpContext& ctx) {
-    const size_t chunk = d.chunkElems(type);
-    if (d.choose(Collective::all_gather, total) == Algorithm::doubling) {
-      return d.execute(ctx, send, recv, [&](auto& p) {
-        algo::doublingAllGather(p, r, n, sendCount, d.slotElems(type), d.ahead());
-      });
-    }
-    d.runChannels(ctx, d.channelsFor(total, sendCount * size_t(n)), sendCount,
-                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
-                    const algo::StridedBlocks blocks{hi - lo, sendCount};
-                    d.execute(
-                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
-                        [&](auto& p) { algo::ringAllGatherBlocks(p, r, n, blocks, chunk); }, c);
-                  });
-  });
+  d.run({0, sendCount, -1, Collective::all_gather, type, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
 }
 
 void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
@@ -175,18 +155,8 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
   d.checkBuffers("reduce_scatter", send, total, recv, total / size_t(n), true,
                  inPlace ? send : recv);
   d.drainQueue();
-  d.run({0, recvCount, -1, Collective::reduce_scatter, type, op}, [&](const OpContext& ctx) {
-    d.choose(Collective::reduce_scatter, total);
-    d.runChannels(ctx, d.channelsFor(total, recvCount * size_t(n)), recvCount,
-                  [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
-                    d.execute(
-                        cctx, at(send, lo, type), const_cast<char*>(at(recv, lo, type)),
-                        [&](auto& p) {
-                          algo::ringReduceScatter(p, r, n, hi - lo, d.chunkElems(type), recvCount);
-                        },
-                        c);
-                  });
-  });
+  d.run({0, recvCount, -1, Collective::reduce_scatter, type, op},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
 }
 
 void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -197,21 +167,8 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   const bool isRoot = d.config.rank == root;
   d.checkBuffers("broadcast", send, bytes, recv, bytes, isRoot, recv);
   d.drainQueue();
-  d.run({0, count, root, Collective::broadcast, type, RedOp::sum}, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    const void* input = isRoot ? send : nullptr;
-    if (d.choose(Collective::broadcast, bytes) == Algorithm::tree) {
-      return d.execute(ctx, input, recv,
-                       [&](auto& p) { algo::binomialBroadcast(p, r, n, root, count); });
-    }
-    d.runChannels(
-        ctx, d.channelsFor(bytes, count), count,
-        [&](const OpContext& cctx, int c, size_t lo, size_t hi) {
-          d.execute(
-              cctx, input ? at(input, lo, type) : nullptr, const_cast<char*>(at(recv, lo, type)),
-              [&](auto& p) { algo::ringBroadcast(p, r, n, root, hi - lo, d.chunkElems(type)); }, c);
-        });
-  });
+  d.run({0, count, root, Collective::broadcast, type, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
 }
 
 void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op,
@@ -224,15 +181,8 @@ void Communicator::reduce(const void* send, void* recv, size_t count, DataType t
   d.checkBuffers("reduce", send, bytes, isRoot ? recv : nullptr, isRoot ? bytes : 0, true,
                  isRoot ? recv : nullptr);
   d.drainQueue();
-  d.run({0, count, root, Collective::reduce, type, op}, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    void* output = isRoot ? recv : nullptr;
-    if (d.choose(Collective::reduce, bytes) == Algorithm::tree) {
-      return d.execute(ctx, send, output,
-                       [&](auto& p) { algo::binomialReduce(p, r, n, root, count); });
-    }
-    d.execute(ctx, send, output, [&](auto& p) { algo::ringReduce(p, r, n, root, count); });
-  });
+  d.run({0, count, root, Collective::reduce, type, op},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
 }
 
 void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -246,11 +196,8 @@ void Communicator::gather(const void* send, void* recv, size_t count, DataType t
   d.checkBuffers("gather", send, total / size_t(n), isRoot ? recv : nullptr, isRoot ? total : 0,
                  true, inPlace);
   d.drainQueue();
-  d.run({0, count, root, Collective::gather, type, RedOp::sum}, [&](const OpContext& ctx) {
-    d.choose(Collective::gather, total);
-    d.execute(ctx, send, isRoot ? recv : nullptr,
-              [&](auto& p) { algo::ringGather(p, r, n, root, count); });
-  });
+  d.run({0, count, root, Collective::gather, type, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
 }
 
 void Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -263,26 +210,19 @@ void Communicator::scatter(const void* send, void* recv, size_t count, DataType 
   const bool inPlace = isRoot && send && recv == at(send, size_t(r) * count, type);
   d.checkBuffers("scatter", send, total, recv, total / size_t(n), isRoot, inPlace ? send : recv);
   d.drainQueue();
-  d.run({0, count, root, Collective::scatter, type, RedOp::sum}, [&](const OpContext& ctx) {
-    d.choose(Collective::scatter, total);
-    d.execute(ctx, isRoot ? send : nullptr, recv,
-              [&](auto& p) { algo::ringScatter(p, r, n, root, count); });
-  });
+  d.run({0, count, root, Collective::scatter, type, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
 }
 
 void Communicator::allToAll(const void* send, void* recv, size_t count, DataType type) {
   auto& d = *impl_;
   d.checkType("all_to_all", type, RedOp::sum);
-  const int n = d.config.nranks, r = d.config.rank;
+  const int n = d.config.nranks;
   const size_t total = d.checkedBytes("all_to_all", count, type, size_t(n));
   d.checkBuffers("all_to_all", send, total, recv, total, true, nullptr);
   d.drainQueue();
-  d.run({0, count, -1, Collective::all_to_all, type, RedOp::sum}, [&](const OpContext& ctx) {
-    d.choose(Collective::all_to_all, total);
-    d.execute(ctx, send, recv, [&](auto& p) {
-      algo::pairwiseAllToAll(p, r, n, algo::EqualExchange{count}, d.slotElems(type));
-    });
-  });
+  d.run({0, count, -1, Collective::all_to_all, type, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
 }
 
 void Communicator::allGatherV(const void* send, size_t sendCount, void* recv,
@@ -311,9 +251,9 @@ void Communicator::allGatherV(const void* send, size_t sendCount, void* recv,
   d.drainQueue();
   // The descriptor's count is the total, which every rank knows alike.
   d.run({0, total, -1, Collective::all_gather_v, type, RedOp::sum}, [&](const OpContext& ctx) {
-    d.choose(Collective::all_gather_v, total * dataTypeSize(type));
+    const CollectivePlan plan = d.plan(ctx.desc, total * dataTypeSize(type));
     d.execute(ctx, send, recv, [&](auto& p) {
-      algo::ringAllGatherBlocks(p, r, n, algo::VarBlocks{recvCounts, displs}, d.chunkElems(type));
+      algo::ringAllGatherBlocks(p, r, n, algo::VarBlocks{recvCounts, displs}, plan.chunkElems);
     });
   });
 }
@@ -345,11 +285,11 @@ void Communicator::allToAllV(const void* send, const size_t* sendCounts, const s
   d.drainQueue();
   // Counts differ per rank, so the descriptor carries none; slot sizes still must agree.
   d.run({0, 0, -1, Collective::all_to_all_v, type, RedOp::sum}, [&](const OpContext& ctx) {
-    d.choose(Collective::all_to_all_v, sendBytes);
+    const CollectivePlan plan = d.plan(ctx.desc, sendBytes);
     d.execute(ctx, send, recv, [&](auto& p) {
       algo::pairwiseAllToAll(p, r, n,
                              algo::VarExchange{sendCounts, sendDispls, recvCounts, recvDispls},
-                             d.slotElems(type));
+                             plan.slotElems);
     });
   });
 }
@@ -357,10 +297,8 @@ void Communicator::allToAllV(const void* send, const size_t* sendCounts, const s
 void Communicator::barrier() {
   auto& d = *impl_;
   d.drainQueue();
-  d.run({0, 0, -1, Collective::barrier, DataType::u8, RedOp::sum}, [&](const OpContext& ctx) {
-    const int n = d.config.nranks, r = d.config.rank;
-    d.execute(ctx, nullptr, nullptr, [&](auto& p) { algo::disseminationBarrier(p, r, n); });
-  });
+  d.run({0, 0, -1, Collective::barrier, DataType::u8, RedOp::sum},
+        [&](const OpContext& ctx) { d.runPlanned(ctx, 0, nullptr, nullptr); });
 }
 
 void Communicator::send(const void* buf, size_t count, DataType type, int peer) {

@@ -94,16 +94,9 @@ struct Communicator::Impl {
   void init(const std::string& explicitNamespace);
   std::shared_ptr<Store> openStore();
   Connection& connection(int peer, int channel);
-  // Exchanges (both partners send, then receive) go slot by slot, so each side's receive
-  // overlaps the other's send.
-  size_t slotElems(DataType type) const {
-    return std::max<size_t>(1, config.slotBytes / dataTypeSize(type));
-  }
-  // Slots an exchange keeps in flight beyond the one it waits for: half a link in all.
-  int ahead() const { return int(std::max<uint32_t>(1, config.nSlots / 2) - 1); }
-  size_t chunkElems(DataType type) const {
-    return std::max<size_t>(1, (config.nSlots / 2) * config.slotBytes / dataTypeSize(type));
-  }
+  // The plan of the call `desc` names, `bytes` long (the tuner's choice is logged once per
+  // size class): algorithm, channels and step sizes (runtime/core/plan).
+  CollectivePlan plan(const OpDesc& desc, size_t bytes);
 
   void setPoison(const Status& s) {
     std::lock_guard lock(poisonMutex);
@@ -136,14 +129,14 @@ struct Communicator::Impl {
     algo(prims);
     prims.finish();
   }
-  // Ring collectives on `channels` independent rings: body(ctx, channel, lo, hi) runs on one
-  // thread per channel (channel 0 on the caller, the others on channelWorkers) over elements [lo,
-  // hi) of [0, count), each on its own connections, opened here first. The first failure stops the
-  // other channels.
-  void runChannels(const OpContext& ctx, int channels, size_t count,
-                   const std::function<void(const OpContext&, int, size_t, size_t)>& body);
-  // How many rings a ring collective of `bytes` uses (GYRE_CHANNELS, else the tuner's).
-  int channelsFor(size_t bytes, size_t count) const;
+  // `channels` independent rings: body(ctx, channel) runs on one thread per channel (channel
+  // 0 on the caller, the others on channelWorkers), each on its own connections, opened here
+  // first. The first failure stops the other channels.
+  void runChannels(const OpContext& ctx, int channels,
+                   const std::function<void(const OpContext&, int)>& body);
+  // Plans the call ctx.desc names (runtime/core/plan: the tuner's algorithm, channels, steps)
+  // and runs every channel's part of it (algorithms/collective.h); `bytes` sizes the choice.
+  void runPlanned(const OpContext& ctx, size_t bytes, const void* send, void* recv);
   Algorithm choose(Collective coll, size_t bytes);
 
   void checkType(const char* what, DataType type, RedOp op) const;

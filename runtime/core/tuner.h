@@ -6,11 +6,11 @@
 #include <cstddef>
 #include <string>
 
+#include "algorithms/collective.h"
 #include "gyre/types.h"
 
 namespace gyre {
 
-enum class Algorithm : uint8_t { ring, tree, doubling, pairwise, dissemination };
 const char* algorithmName(Algorithm a);  // "ring", "tree", "rd", ...
 
 struct LinkCost {

@@ -159,10 +159,6 @@ DeviceLinks::~DeviceLinks() {
   mappings_.clear();
 }
 
-size_t DeviceLinks::chunkElems(DataType type) const {
-  return std::max<size_t>(1, size_t(layout_.nSlots / 2) * layout_.slotBytes / dataTypeSize(type));
-}
-
 Status DeviceLinks::launch(DeviceCall call, cudaStream_t stream, const std::string& who,
                            bool capturing) {
   call.links = {layout_.nranks, layout_.channels, table_,

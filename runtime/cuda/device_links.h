@@ -40,7 +40,6 @@ class DeviceLinks {
   Status failure(const std::string& who) const;
   void raiseAbort();
   int channels() const { return layout_.channels; }
-  size_t chunkElems(DataType type) const;
   size_t deviceBytes() const { return layout_.regionBytes() + tableBytes_; }
 
  private:

@@ -31,7 +31,7 @@ bool validInPlace(const KernelCall& k, const char* send, size_t sendBytes, const
 
 std::optional<DeviceCall> planKernelCall(const KernelCall& k,
                                          const std::vector<StagedBuffer>& buffers, int rank,
-                                         size_t slotBytes, int maxChannels, size_t chunkElems) {
+                                         const PlanShape& shape) {
   if (!deviceCallSupported(k.coll)) return std::nullopt;
   const auto* send = buffers.size() > 0 ? static_cast<const char*>(buffers[0].p) : nullptr;
   auto* recv = buffers.size() > 1 ? static_cast<char*>(const_cast<void*>(buffers[1].p)) : nullptr;
@@ -41,18 +41,10 @@ std::optional<DeviceCall> planKernelCall(const KernelCall& k,
   DeviceCall call{};
   call.send = send;
   call.recv = recv;
-  call.count = k.count;
-  call.root = k.root;
-  call.coll = k.coll;
   call.dtype = k.type;
   call.op = k.op;
-  call.algorithm = DeviceAlgorithm::ring;
-  call.chunkElems = chunkElems;
-  // One channel per slot's worth of the (per-rank) count, up to maxChannels.
-  const size_t slotElems = std::max<size_t>(1, slotBytes / dataTypeSize(k.type));
-  call.channels = deviceCallSplits(k.coll)
-                      ? int(std::clamp<size_t>(k.count / slotElems, 1, size_t(maxChannels)))
-                      : 1;
+  // The kernel runs the rings (the tuner's other choices are host algorithms).
+  call.plan = planCollective(k.coll, k.type, k.count, k.root, Algorithm::ring, shape);
   return call;
 }
 

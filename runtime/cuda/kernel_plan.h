@@ -9,13 +9,15 @@
 
 #include "algorithms/device_call.h"
 #include "runtime/core/communicator.h"
+#include "runtime/core/plan.h"
 
 namespace gyre {
 
 // buffers[0] is the call's sendbuff and buffers[1] its recvbuff (either may be null). Overlaps
-// other than the collective's in-place form give nothing (the staged call reports them).
+// other than the collective's in-place form give nothing (the staged call reports them). The
+// plan is the host's (runtime/core/plan) over the device links' `shape`.
 std::optional<DeviceCall> planKernelCall(const KernelCall& k,
                                          const std::vector<StagedBuffer>& buffers, int rank,
-                                         size_t slotBytes, int maxChannels, size_t chunkElems);
+                                         const PlanShape& shape);
 
 }  // namespace gyre

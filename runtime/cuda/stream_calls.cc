@@ -110,8 +110,8 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
     // Other calls take the staged path, whose host call reports what is wrong with them.
     std::optional<DeviceCall> dc;
     if (d.deviceLinks && onDevice(buffers)) {
-      dc = planKernelCall(*kernel, buffers, d.config.rank, d.config.cudaSlotBytes,
-                          d.deviceLinks->channels(), d.deviceLinks->chunkElems(kernel->type));
+      dc = planKernelCall(*kernel, buffers, d.config.rank,
+                          {d.config.nSlots, d.config.cudaSlotBytes, d.deviceLinks->channels()});
     }
     if (dc) {
       if (Status s =

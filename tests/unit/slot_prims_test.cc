@@ -134,9 +134,10 @@ std::vector<std::vector<DeviceFailure>> runCalls(SlotNetwork& net, std::vector<D
   std::vector<std::vector<DeviceFailure>> failures{size_t(n)};
   std::vector<std::unique_ptr<Block>> blocks;
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) failures[size_t(r)].assign(size_t(calls[size_t(r)].channels), {});
+  for (int r = 0; r < n; ++r)
+    failures[size_t(r)].assign(size_t(calls[size_t(r)].plan.channels), {});
   for (int r = 0; r < n; ++r) {
-    for (int c = 0; c < calls[size_t(r)].channels; ++c) {
+    for (int c = 0; c < calls[size_t(r)].plan.channels; ++c) {
       Block* block = nullptr;
       if (threadsPerBlock > 1) {
         blocks.push_back(std::make_unique<Block>(threadsPerBlock));
@@ -161,18 +162,19 @@ std::vector<std::vector<DeviceFailure>> runCalls(SlotNetwork& net, std::vector<D
 DeviceCall baseCall(Collective coll, DataType type, RedOp op, int rank, int n, size_t count,
                     int root, int channels, uint64_t seq, const SlotNetwork& net) {
   DeviceCall call{};
-  call.count = count;
   call.seq = seq;
   call.timeoutNs = 10'000'000'000ull;
-  call.chunkElems =
-      std::max<size_t>(1, net.layout.nSlots / 2 * net.layout.slotBytes / dataTypeSize(type));
   call.rank = rank;
   call.nranks = n;
-  call.root = root;
-  call.channels = deviceCallSplits(coll) ? channels : 1;
-  call.coll = coll;
   call.dtype = type;
   call.op = op;
+  call.plan.coll = coll;
+  call.plan.count = count;
+  call.plan.root = root;
+  call.plan.chunkElems =
+      std::max<size_t>(1, net.layout.nSlots / 2 * net.layout.slotBytes / dataTypeSize(type));
+  call.plan.slotElems = std::max<size_t>(1, net.layout.slotBytes / dataTypeSize(type));
+  call.plan.channels = splitsOverChannels(coll, Algorithm::ring) ? channels : 1;
   return call;
 }
 
@@ -180,7 +182,7 @@ constexpr unsigned char kPoison = 0xA5;
 
 struct Case {
   Collective coll;
-  DeviceAlgorithm algorithm;
+  Algorithm algorithm;
 };
 
 // The collective's input and output sizes in elements, per rank.
@@ -213,8 +215,8 @@ void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, s
       data.input(in[size_t(r)].data(), i, r, i);
     }
     DeviceCall call = baseCall(k.coll, type, op, r, n, count, root, channels, seq, net);
-    call.algorithm = k.algorithm;
-    if (k.algorithm == DeviceAlgorithm::tree) call.channels = 1;
+    call.plan.algorithm = k.algorithm;
+    if (k.algorithm == Algorithm::tree) call.plan.channels = 1;
     call.send = in[size_t(r)].data();
     call.recv = out[size_t(r)].data();
     calls.push_back(call);
@@ -269,17 +271,12 @@ void checkCollective(SlotNetwork& net, const Case& k, DataType type, RedOp op, s
 }
 
 const Case kCases[] = {
-    {Collective::all_reduce, DeviceAlgorithm::ring},
-    {Collective::all_reduce, DeviceAlgorithm::tree},
-    {Collective::all_gather, DeviceAlgorithm::ring},
-    {Collective::reduce_scatter, DeviceAlgorithm::ring},
-    {Collective::broadcast, DeviceAlgorithm::ring},
-    {Collective::broadcast, DeviceAlgorithm::tree},
-    {Collective::reduce, DeviceAlgorithm::ring},
-    {Collective::reduce, DeviceAlgorithm::tree},
-    {Collective::gather, DeviceAlgorithm::ring},
-    {Collective::scatter, DeviceAlgorithm::ring},
-    {Collective::all_to_all, DeviceAlgorithm::ring},
+    {Collective::all_reduce, Algorithm::ring}, {Collective::all_reduce, Algorithm::tree},
+    {Collective::all_gather, Algorithm::ring}, {Collective::reduce_scatter, Algorithm::ring},
+    {Collective::broadcast, Algorithm::ring},  {Collective::broadcast, Algorithm::tree},
+    {Collective::reduce, Algorithm::ring},     {Collective::reduce, Algorithm::tree},
+    {Collective::gather, Algorithm::ring},     {Collective::scatter, Algorithm::ring},
+    {Collective::all_to_all, Algorithm::ring},
 };
 
 }  // namespace
@@ -381,7 +378,7 @@ TEST_CASE("device executor: a rank in another collective is named, the rest time
     call.recv = &out[size_t(r) * 40];
     calls.push_back(call);
   }
-  calls[1].coll = Collective::reduce_scatter;  // rank 1 is in another collective
+  calls[1].plan.coll = Collective::reduce_scatter;  // rank 1 is in another collective
   const auto failures = runCalls(net, calls);
   // Rank 2 receives from rank 1 first: it sees rank 1's header and names it.
   const DeviceFailure& seen = failures[2][0];
@@ -483,15 +480,16 @@ TEST_CASE("kernel plans: in-place forms run as kernels, other overlaps stay stag
     KernelCall k{coll, DataType::f32, RedOp::sum, count, 0};
     std::vector<StagedBuffer> buffers{{send, sendElems * 4, StagedBuffer::in, "sendbuff"},
                                       {recv, recvElems * 4, StagedBuffer::out, "recvbuff"}};
-    return planKernelCall(k, buffers, rank, slot, 8, 128);
+    return planKernelCall(k, buffers, rank, PlanShape{4, slot, 8});
   };
   // Out of place and the in-place forms run; the call's fields are carried.
   auto p = plan(Collective::all_reduce, a.data(), 100, b.data(), 100, 100);
   REQUIRE(p);
   CHECK(p->send == a.data());
   CHECK(p->recv == b.data());
-  CHECK(p->count == 100);
-  CHECK(p->chunkElems == 128);
+  CHECK(p->plan.count == 100);
+  CHECK(p->plan.chunkElems == 128);  // half of the 4 slots of 64 floats
+  CHECK(p->plan.algorithm == Algorithm::ring);
   CHECK(plan(Collective::all_reduce, a.data(), 100, a.data(), 100, 100));
   CHECK(plan(Collective::all_gather, a.data() + 100, 100, a.data(), 400, 100));
   CHECK(plan(Collective::reduce_scatter, a.data(), 400, a.data() + 100, 100, 100));
@@ -506,12 +504,12 @@ TEST_CASE("kernel plans: in-place forms run as kernels, other overlaps stay stag
   CHECK_FALSE(plan(Collective::all_gather_v, a.data(), 100, b.data(), 400, 100));
   CHECK_FALSE(plan(Collective::send_recv, a.data(), 100, nullptr, 0, 100));
   // Ring collectives take a channel per slot of the per-rank count, at most 8; others one.
-  CHECK(plan(Collective::all_reduce, a.data(), 10, b.data(), 10, 10)->channels == 1);
-  CHECK(plan(Collective::all_reduce, a.data(), 200, b.data(), 200, 200)->channels == 3);
-  CHECK(plan(Collective::all_reduce, a.data(), 4096, b.data(), 4096, 4096)->channels == 8);
-  CHECK(plan(Collective::all_gather, a.data(), 200, b.data(), 800, 200)->channels == 3);
-  CHECK(plan(Collective::reduce, a.data(), 4096, b.data(), 4096, 4096)->channels == 1);
-  CHECK(plan(Collective::all_to_all, a.data(), 800, b.data(), 800, 200)->channels == 1);
+  CHECK(plan(Collective::all_reduce, a.data(), 10, b.data(), 10, 10)->plan.channels == 1);
+  CHECK(plan(Collective::all_reduce, a.data(), 200, b.data(), 200, 200)->plan.channels == 3);
+  CHECK(plan(Collective::all_reduce, a.data(), 4096, b.data(), 4096, 4096)->plan.channels == 8);
+  CHECK(plan(Collective::all_gather, a.data(), 200, b.data(), 800, 200)->plan.channels == 3);
+  CHECK(plan(Collective::reduce, a.data(), 4096, b.data(), 4096, 4096)->plan.channels == 1);
+  CHECK(plan(Collective::all_to_all, a.data(), 800, b.data(), 800, 200)->plan.channels == 1);
   // Null buffers (a non-root's broadcast sendbuff) are fine.
   CHECK(plan(Collective::broadcast, nullptr, 0, b.data(), 100, 100));
 }
