@@ -49,6 +49,15 @@ void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t
   }
 }
 
+void Communicator::Impl::checkedEnd(const char* what, size_t displ, size_t count, const char* side,
+                                    int i) const {
+  if (displ > SIZE_MAX - count) {
+    fail(Code::invalid_argument, who() + ": " + what + ": " + side + " block " + std::to_string(i) +
+                                     " (displacement " + std::to_string(displ) + ", count " +
+                                     std::to_string(count) + ") ends past SIZE_MAX");
+  }
+}
+
 size_t Communicator::Impl::checkedBytes(const char* what, size_t count, DataType type,
                                         size_t blocks) const {
   return gyre::checkedBytes(who(), what, count, type, blocks);
@@ -242,6 +251,7 @@ void Communicator::allGatherV(const void* send, size_t sendCount, void* recv,
   for (int i = 0; i < n; ++i) {
     d.checkedBytes("all_gather_v", recvCounts[i], type);
     d.checkedBytes("all_gather_v", displs[i], type);
+    d.checkedEnd("all_gather_v", displs[i], recvCounts[i], "recv", i);
     extent = std::max(extent, displs[i] + recvCounts[i]);
     total += recvCounts[i];
   }
@@ -276,6 +286,8 @@ void Communicator::allToAllV(const void* send, const size_t* sendCounts, const s
   for (int i = 0; i < n; ++i) {
     for (size_t v : {sendCounts[i], sendDispls[i], recvCounts[i], recvDispls[i]})
       d.checkedBytes("all_to_all_v", v, type);
+    d.checkedEnd("all_to_all_v", sendDispls[i], sendCounts[i], "send", i);
+    d.checkedEnd("all_to_all_v", recvDispls[i], recvCounts[i], "recv", i);
     sendExtent = std::max(sendExtent, sendDispls[i] + sendCounts[i]);
     recvExtent = std::max(recvExtent, recvDispls[i] + recvCounts[i]);
   }

@@ -144,6 +144,8 @@ struct Communicator::Impl {
   void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
                     size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
   size_t checkedBytes(const char* what, size_t count, DataType type, size_t blocks = 1) const;
+  // Block i of a variable-count call (displacement + count, in elements) ends within size_t.
+  void checkedEnd(const char* what, size_t displ, size_t count, const char* side, int i) const;
 
   // Communicator::send and sendUnstaged.
   void send(const void* buf, size_t count, DataType type, int peer, bool unstaged);

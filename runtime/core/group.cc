@@ -43,9 +43,18 @@ void Communicator::runGroup(const std::vector<GroupOp>& ops) {
     size_t total = op.count;
     while (j < ops.size() && !ops[j].other &&
            (fusable(op, ops[j]) || ops[j].coll == Collective::send_recv)) {
-      if (ops[j].coll != Collective::send_recv) total += ops[j].count;
+      if (ops[j].coll != Collective::send_recv) {
+        // The fused buffer holds them all: its size must fit, as one call's would.
+        if (ops[j].count > SIZE_MAX - total) {
+          fail(Code::invalid_argument,
+               d.who() + ": all_reduce in a group: counts " + std::to_string(total) + " and " +
+                   std::to_string(ops[j].count) + " fused exceed SIZE_MAX elements");
+        }
+        total += ops[j].count;
+      }
       ++j;
     }
+    if (total != op.count) d.checkedBytes("all_reduce in a group (fused)", total, op.type);
     if (op.coll != Collective::all_reduce || total == op.count) {
       switch (op.coll) {
         case Collective::all_reduce:

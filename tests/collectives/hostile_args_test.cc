@@ -1,0 +1,59 @@
+// Arguments a careless or hostile caller passes through the C API: each is refused with
+// gyreInvalidArgument and a message that says what was wrong, before anything is written.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gyre/gyre.h"
+
+namespace {
+
+gyreComm_t oneRank() {
+  gyreUniqueId id;
+  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
+  gyreComm_t comm = nullptr;
+  REQUIRE(gyreCommInitRank(&comm, 1, id, 0) == gyreSuccess);
+  return comm;
+}
+
+std::string lastError() {
+  const char* message = gyreGetLastError(nullptr);
+  return message ? message : "";
+}
+
+}  // namespace
+
+TEST_CASE("groups: fused all-reduce counts whose bytes wrap are refused, nothing copied") {
+  gyreComm_t comm = oneRank();
+  std::vector<float> in(1000, 1.f), out(1000, -7.f);
+  REQUIRE(gyreGroupStart() == gyreSuccess);
+  REQUIRE(gyreAllReduce(in.data(), out.data(), 1000, gyreFloat32, gyreSum, comm, nullptr) ==
+          gyreSuccess);
+  // 1000 + 2^62 - 500 floats: 2^64 + 2000 bytes, which wraps to 2000.
+  REQUIRE(gyreAllReduce(in.data(), out.data(), (size_t(1) << 62) - 500, gyreFloat32, gyreSum, comm,
+                        nullptr) == gyreSuccess);
+  CHECK(gyreGroupEnd() == gyreInvalidArgument);
+  CHECK_MESSAGE(lastError().find("too large") != std::string::npos, lastError());
+  for (float v : out) REQUIRE(v == -7.f);
+  CHECK(gyreCommDestroy(comm) == gyreSuccess);
+}
+
+TEST_CASE("variable counts: a displacement whose block ends past SIZE_MAX is refused") {
+  gyreComm_t comm = oneRank();
+  // Bytes, so that no element size makes the displacement itself too large. recvbuff is
+  // buffer[8..]: the wrap would write 8 bytes before it.
+  std::vector<uint8_t> buffer(32, 0xee);
+  std::vector<uint8_t> send(16, 5);
+  const size_t counts[1] = {16}, wrapping[1] = {SIZE_MAX - 7}, zero[1] = {0};
+  CHECK(gyreAllGatherV(send.data(), 16, buffer.data() + 8, counts, wrapping, gyreUint8, comm,
+                       nullptr) == gyreInvalidArgument);
+  CHECK_MESSAGE(lastError().find("ends past SIZE_MAX") != std::string::npos, lastError());
+  CHECK(gyreAllToAllV(send.data(), counts, wrapping, buffer.data() + 8, counts, zero, gyreUint8,
+                      comm, nullptr) == gyreInvalidArgument);
+  CHECK(gyreAllToAllV(send.data(), counts, zero, buffer.data() + 8, counts, wrapping, gyreUint8,
+                      comm, nullptr) == gyreInvalidArgument);
+  for (uint8_t v : buffer) REQUIRE(v == 0xee);
+  CHECK(gyreCommDestroy(comm) == gyreSuccess);
+}
