@@ -94,15 +94,14 @@ std::string callOf(gyreComm_t comm, const char* what) {
 
 size_t bytesOf(gyreComm_t comm, const char* what, size_t count, gyre::DataType type,
                size_t blocks = 1) {
-  return gyre::checkedBytes("rank " + std::to_string(commOf(comm).rank()), what, count, type,
-                            blocks);
+  return gyre::checkedBytes(commOf(comm).rank(), what, count, type, blocks);
 }
 
 // Whether this rank is `root`, after checking it names a rank (the host call checks again,
 // but only once the stream reaches it).
 bool checkedRoot(gyreComm_t comm, const char* what, int root, const char* role = "root") {
   auto& c = commOf(comm);
-  gyre::checkRank("rank " + std::to_string(c.rank()), what, root, c.size(), role);
+  gyre::checkRank(c.rank(), what, root, c.size(), role);
   return c.rank() == root;
 }
 

@@ -3,34 +3,38 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <string>
+
 #include "base/status.h"
 
 namespace gyre {
 
-void checkTypeAndOp(const std::string& who, const char* what, DataType type, RedOp op) {
+void checkTypeAndOp(int rank, const char* what, DataType type, RedOp op) {
   if (static_cast<int>(type) >= kNumDataTypes) {
-    fail(Code::invalid_argument,
-         who + ": " + what + ": unknown data type " + std::to_string(static_cast<int>(type)));
+    fail(Code::invalid_argument, "rank " + std::to_string(rank) + ": " + what +
+                                     ": unknown data type " +
+                                     std::to_string(static_cast<int>(type)));
   }
   if (static_cast<int>(op) >= kNumRedOps) {
-    fail(Code::invalid_argument,
-         who + ": " + what + ": unknown reduction op " + std::to_string(static_cast<int>(op)));
+    fail(Code::invalid_argument, "rank " + std::to_string(rank) + ": " + what +
+                                     ": unknown reduction op " +
+                                     std::to_string(static_cast<int>(op)));
   }
 }
 
-void checkRank(const std::string& who, const char* what, int root, int nranks, const char* role) {
+void checkRank(int rank, const char* what, int root, int nranks, const char* role) {
   if (root < 0 || root >= nranks) {
-    fail(Code::invalid_argument, who + ": " + what + ": " + role + " " + std::to_string(root) +
-                                     " is outside [0, " + std::to_string(nranks) + ")");
+    fail(Code::invalid_argument, "rank " + std::to_string(rank) + ": " + what + ": " + role + " " +
+                                     std::to_string(root) + " is outside [0, " +
+                                     std::to_string(nranks) + ")");
   }
 }
 
-size_t checkedBytes(const std::string& who, const char* what, size_t count, DataType type,
-                    size_t blocks) {
+size_t checkedBytes(int rank, const char* what, size_t count, DataType type, size_t blocks) {
   const size_t es = dataTypeSize(type);
   if (count > SIZE_MAX / es / std::max<size_t>(1, blocks)) {
-    fail(Code::invalid_argument,
-         who + ": " + what + ": count " + std::to_string(count) + " is too large");
+    fail(Code::invalid_argument, "rank " + std::to_string(rank) + ": " + what + ": count " +
+                                     std::to_string(count) + " is too large");
   }
   return count * es * blocks;
 }

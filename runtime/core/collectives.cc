@@ -21,11 +21,11 @@ const char* at(const void* base, size_t elems, DataType type) {
 }  // namespace
 
 void Communicator::Impl::checkType(const char* what, DataType type, RedOp op) const {
-  checkTypeAndOp(who(), what, type, op);
+  checkTypeAndOp(config.rank, what, type, op);
 }
 
 void Communicator::Impl::checkRoot(const char* what, int root, const char* role) const {
-  checkRank(who(), what, root, config.nranks, role);
+  checkRank(config.rank, what, root, config.nranks, role);
 }
 
 void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t sendBytes,
@@ -60,12 +60,12 @@ void Communicator::Impl::checkedEnd(const char* what, size_t displ, size_t count
 
 size_t Communicator::Impl::checkedBytes(const char* what, size_t count, DataType type,
                                         size_t blocks) const {
-  return gyre::checkedBytes(who(), what, count, type, blocks);
+  return gyre::checkedBytes(config.rank, what, count, type, blocks);
 }
 
-void Communicator::Impl::runChannels(const OpContext& ctx, int channels,
-                                     const std::function<void(const OpContext&, int)>& body) {
-  if (channels <= 1) return body(ctx, 0);
+template <class Body>
+void Communicator::Impl::runChannels(const OpContext& ctx, int channels, const Body& body) {
+  if (channels <= 1) return body(ctx, 0);  // on this thread, with no type erasure on the way
   const int n = config.nranks, r = config.rank;
   if (n > 1) {
     const int prev = (r + n - 1) % n, next = (r + 1) % n;

@@ -231,6 +231,8 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
                   });
   GYRE_LOG(trace, who() + ": connected to rank " + std::to_string(peer) + " channel " +
                       std::to_string(channel) + " over " + conn->transportName());
+  if (size_t(channel) >= connectedPeers.size()) connectedPeers.resize(size_t(channel) + 1, 0);
+  ++connectedPeers[size_t(channel)];
   return *connections.emplace(key, std::move(conn)).first->second;
 }
 

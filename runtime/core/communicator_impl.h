@@ -54,6 +54,7 @@ struct Communicator::Impl {
   std::mutex registrationsMutex;
   std::map<const Registration*, std::unique_ptr<Registration>> registrations;
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
+  std::vector<int> connectedPeers;  // per channel: peers with a connection on it
   std::unique_ptr<Tuner> tuner;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
   bool yieldWhileSpinning = false;      // ranks on this host outnumber its cores
@@ -120,9 +121,14 @@ struct Communicator::Impl {
   template <class Algo>
   void execute(const OpContext& ctx, const void* input, void* output, Algo&& algo,
                int channel = 0) {
-    PeerRecorder recorder;
-    algo(recorder);
-    for (int peer : recorder.peers()) connection(peer, channel);
+    // Once a channel reaches every peer, no algorithm can need a new connection on it.
+    const bool allConnected = size_t(channel) < connectedPeers.size() &&
+                              connectedPeers[size_t(channel)] == config.nranks - 1;
+    if (!allConnected) {
+      PeerRecorder recorder;
+      algo(recorder);
+      for (int peer : recorder.peers()) connection(peer, channel);
+    }
     HostPrims prims(
         ctx, [this, channel](int peer) -> Connection& { return connection(peer, channel); }, input,
         output);
@@ -132,8 +138,9 @@ struct Communicator::Impl {
   // `channels` independent rings: body(ctx, channel) runs on one thread per channel (channel
   // 0 on the caller, the others on channelWorkers), each on its own connections, opened here
   // first. The first failure stops the other channels.
-  void runChannels(const OpContext& ctx, int channels,
-                   const std::function<void(const OpContext&, int)>& body);
+  // Defined in collectives.cc, its only user.
+  template <class Body>
+  void runChannels(const OpContext& ctx, int channels, const Body& body);
   // Plans the call ctx.desc names (runtime/core/plan: the tuner's algorithm, channels, steps)
   // and runs every channel's part of it (algorithms/collective.h); `bytes` sizes the choice.
   void runPlanned(const OpContext& ctx, size_t bytes, const void* send, void* recv);
