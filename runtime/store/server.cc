@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "base/auth.h"
+#include "base/fd.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "runtime/store/protocol.h"
@@ -337,6 +338,7 @@ void StoreServer::Impl::accept() {
   acceptor.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
+      setCloseOnExec(socket.native_handle());
       if (sessions.size() >= options.maxClients) {
         GYRE_LOG(warn, "rendezvous: refused a client: " + std::to_string(options.maxClients) +
                            " clients already connected");
@@ -387,6 +389,7 @@ StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Im
   tcp::endpoint endpoint(address, impl_->options.port);
   auto& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
+  if (!ec) setCloseOnExec(acceptor.native_handle());
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);

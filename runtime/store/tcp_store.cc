@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/auth.h"
+#include "base/fd.h"
 #include "base/status.h"
 #include "runtime/store/protocol.h"
 #include "runtime/store/server.h"
@@ -55,6 +56,7 @@ struct TcpStore::Impl {
       asio::async_connect(socket, endpoints, [&](const asio::error_code& e, const tcp::endpoint&) {
         ec = e;
         done = true;
+        if (socket.is_open()) setCloseOnExec(socket.native_handle());
       });
       if (!runUntil(done, deadline)) {
         fail(Code::timeout, "timed out connecting to " + where());

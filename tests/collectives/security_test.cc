@@ -2,12 +2,14 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -157,4 +159,31 @@ TEST_CASE("strangers on every port during running collectives change nothing") {
   MESSAGE(visits.load() << " hostile connections during the collectives");
   CHECK(visits.load() >= target);
   for (int r = 0; r < n; ++r) CHECK(wrong[r] == 0);
+}
+
+TEST_CASE("no descriptor of a job is inherited by the processes a rank starts") {
+  // Every socket (data listeners, connections both ways, the rendezvous server and its
+  // clients) and every other descriptor gyre opened is close-on-exec, so a helper process a
+  // rank starts cannot keep a dead rank's connections open.
+  test::ThreadJob job(3, test::tinySlots(30000ms), "inherit");
+  job.run([](Communicator& c, int r) {
+    int32_t v = r + 1, sum = 0;
+    c.allReduce(&v, &sum, 1, DataType::i32, RedOp::sum);
+    CHECK(sum == 6);
+  });
+  int sockets = 0;
+  for (int fd = 3; fd < 4096; ++fd) {
+    char link[64] = {}, target[256] = {};
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    const ssize_t n = ::readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    const std::string what(target, size_t(n));
+    if (what.rfind("socket:", 0) != 0 && what.rfind("anon_inode:", 0) != 0) continue;
+    sockets += what.rfind("socket:", 0) == 0;
+    const int flags = ::fcntl(fd, F_GETFD);
+    CAPTURE(fd);
+    CAPTURE(what);
+    CHECK((flags >= 0 && (flags & FD_CLOEXEC)));
+  }
+  CHECK(sockets >= 3 * 2 + 1);  // at least: each rank's two ring connections, a listener
 }

@@ -12,6 +12,7 @@
 #include <future>
 
 #include "base/auth.h"
+#include "base/fd.h"
 #include "base/log.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/tcp_connection.h"
@@ -45,6 +46,7 @@ void TcpTransport::publish(PeerInfo& self) {
   if (ec) fail(Code::invalid_argument, "bad listen address '" + listenHost_ + "': " + ec.message());
   const tcp::endpoint endpoint(address, 0);
   acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) setCloseOnExec(acceptor_.native_handle());
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
@@ -93,6 +95,7 @@ void TcpTransport::acceptOnLoop() {
   acceptor_.async_accept(pending->socket, [this, pending](const asio::error_code& ec) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
+      setCloseOnExec(pending->socket.native_handle());
       asio::error_code ignored;
       auto remote = pending->socket.remote_endpoint(ignored);
       pending->remote = remote.address().to_string() + ":" + std::to_string(remote.port());
@@ -320,6 +323,7 @@ void answerChallengeOnLoop(std::shared_ptr<Dial> d) {
 void dialOnLoop(std::shared_ptr<Dial> d) {
   d->socket.async_connect(d->endpoint, [d](const asio::error_code& ec) {
     if (d->done) return;
+    if (d->socket.is_open()) setCloseOnExec(d->socket.native_handle());
     if (ec == asio::error::connection_refused && Clock::now() < d->deadline) {
       // The peer published its address before we came; it may still be starting. Retry.
       asio::error_code ignored;
