@@ -35,6 +35,11 @@ void applyTuningEnv(CommConfig& c) {
       fail(Code::invalid_argument,
            std::string("GYRE_TIMEOUT='") + v + "' is not a positive number of seconds");
     }
+    // Deadlines count milliseconds: a shorter timeout would silently become none at all.
+    if (seconds < 0.001) {
+      fail(Code::invalid_argument,
+           std::string("GYRE_TIMEOUT='") + v + "' is shorter than the 1 ms a timeout can express");
+    }
     c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
   }
   c.nSlots = uint32_t(envInt("GYRE_NSLOTS", c.nSlots, 2, 1024));
