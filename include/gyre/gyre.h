@@ -106,6 +106,9 @@ GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreU
  * MASTER_ADDR, MASTER_PORT). Without a rendezvous address, rank 0 hosts the server. */
 GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
 
+/* Frees the communicator. The handle stays invalid: any later call through it, another
+ * gyreCommDestroy included, returns gyreInvalidUsage (a few bytes per handle are kept for
+ * that). */
 GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
 /* From any thread: a collective waiting on this communicator fails with gyreAborted, and so
  * does every later call. Still call gyreCommDestroy afterwards. */

@@ -20,7 +20,8 @@ void setLastError(std::string message) {
 }
 
 Communicator& commOf(gyreComm_t comm) {
-  if (!comm || !comm->impl) fail(Code::invalid_argument, "comm is null or destroyed");
+  if (!comm) fail(Code::invalid_argument, "comm is null");
+  if (!comm->impl) fail(Code::invalid_usage, "comm was destroyed (gyreCommDestroy)");
   return *comm->impl;
 }
 
@@ -50,6 +51,11 @@ constexpr char kIdMagic[4] = {'G', 'Y', 'U', '2'};
 constexpr size_t kIdHostOffset = 7, kIdHostMax = 46, kIdJobOffset = kIdHostOffset + kIdHostMax,
                  kIdSecretOffset = kIdJobOffset + 32;
 static_assert(kIdSecretOffset + 32 <= GYRE_UNIQUE_ID_BYTES, "unique id layout");
+
+// Destroyed handles are kept, emptied, so that a call through one is refused as
+// gyreInvalidUsage instead of reading freed memory: a handle's memory is never reused.
+std::mutex tombstonesMutex;
+std::vector<std::unique_ptr<gyreComm>> tombstones;
 
 std::mutex serversMutex;
 std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
@@ -146,7 +152,10 @@ gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm) {
 gyreResult_t gyreCommDestroy(gyreComm_t comm) {
   return guarded([&] {
     if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
-    delete comm;
+    if (!comm->impl) gyre::fail(gyre::Code::invalid_usage, "comm was destroyed already");
+    comm->impl.reset();
+    std::lock_guard lock(tombstonesMutex);
+    tombstones.emplace_back(comm);
   });
 }
 

@@ -57,3 +57,23 @@ TEST_CASE("variable counts: a displacement whose block ends past SIZE_MAX is ref
   for (uint8_t v : buffer) REQUIRE(v == 0xee);
   CHECK(gyreCommDestroy(comm) == gyreSuccess);
 }
+
+TEST_CASE("a destroyed communicator is refused as gyreInvalidUsage, every call and twice") {
+  gyreComm_t comm = oneRank();
+  int32_t v = 3, out = 0;
+  REQUIRE(gyreAllReduce(&v, &out, 1, gyreInt32, gyreSum, comm, nullptr) == gyreSuccess);
+  CHECK(out == 3);
+  REQUIRE(gyreCommDestroy(comm) == gyreSuccess);
+  out = -1;
+  CHECK(gyreAllReduce(&v, &out, 1, gyreInt32, gyreSum, comm, nullptr) == gyreInvalidUsage);
+  CHECK_MESSAGE(lastError().find("destroyed") != std::string::npos, lastError());
+  CHECK(out == -1);
+  int size = 0;
+  CHECK(gyreCommCount(comm, &size) == gyreInvalidUsage);
+  CHECK(gyreCommAbort(comm) == gyreInvalidUsage);
+  CHECK(gyreCommDestroy(comm) == gyreInvalidUsage);
+  // A new communicator never reuses a destroyed handle.
+  gyreComm_t next = oneRank();
+  CHECK(next != comm);
+  CHECK(gyreCommDestroy(next) == gyreSuccess);
+}
