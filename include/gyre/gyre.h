@@ -95,8 +95,11 @@ typedef struct {
 #define GYRE_CONFIG_INITIALIZER \
   { sizeof(gyreConfig_t), 0, 0, 0, NULL, 0 }
 
-/* Starts a rendezvous server inside the calling process (kept until the process exits) and
- * returns an id that every rank passes to gyreCommInitRank. */
+/* Starts a rendezvous server inside the calling process and returns an id that every rank
+ * passes to gyreCommInitRank. The server serves that one job: once every rank that joined
+ * through the id has destroyed its communicators and none came back for 1 s, it stops (its
+ * thread ends, its port closes; the next gyreGetUniqueId frees the rest). An id no rank ever
+ * joins keeps its server until the process exits. */
 GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
 GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId,

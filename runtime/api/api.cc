@@ -58,7 +58,10 @@ std::mutex tombstonesMutex;
 std::vector<std::unique_ptr<gyreComm>> tombstones;
 
 std::mutex serversMutex;
-std::vector<std::unique_ptr<gyre::StoreServer>> servers;  // live until the process exits
+// The rendezvous servers of unique ids; each stops by itself once its job's clients all left
+// (kIdServerIdle), and is reaped by the next gyreGetUniqueId.
+std::vector<std::unique_ptr<gyre::StoreServer>> servers;
+constexpr std::chrono::seconds kIdServerIdle{1};
 
 }  // namespace
 
@@ -80,6 +83,11 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
     if (host && *host) options.host = host;
     if (options.host.size() > kIdHostMax) {
       gyre::fail(gyre::Code::invalid_argument, "GYRE_RENDEZVOUS_HOST is too long");
+    }
+    options.stopWhenIdleFor = kIdServerIdle;
+    {
+      std::lock_guard lock(serversMutex);
+      std::erase_if(servers, [](const auto& s) { return s->stopped(); });
     }
     auto server = std::make_unique<gyre::StoreServer>(options);
     server->start();

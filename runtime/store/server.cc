@@ -57,8 +57,13 @@ struct StoreServer::Impl {
   std::unordered_map<std::string, Job> jobs;
   std::unordered_set<std::shared_ptr<Session>> sessions;
   std::atomic<size_t> clientCount{0};
+  size_t jobClients = 0;  // sessions that proved the secret and are still connected
+  asio::steady_timer idleTimer{io};
+  std::atomic<bool> stopped{false};
 
   void accept();
+  // A session that had proved the secret ended: with none left, maybe stop (options).
+  void jobClientLeft();
   void wake(Job& job);
 };
 
@@ -176,6 +181,7 @@ struct Session : std::enable_shared_from_this<Session> {
         jobName = std::move(pendingJob);
         job = &server.jobs[jobName];
         ++job->sessions;
+        ++server.jobClients;
         frameTimer.cancel();  // the hello timer
         return replyOk();
       }
@@ -323,6 +329,7 @@ struct Session : std::enable_shared_from_this<Session> {
     if (job) {
       unpark();
       --job->sessions;
+      server.jobClientLeft();
     }
     frameTimer.cancel();
     asio::error_code ignored;
@@ -333,6 +340,20 @@ struct Session : std::enable_shared_from_this<Session> {
 };
 
 }  // namespace
+
+void StoreServer::Impl::jobClientLeft() {
+  if (--jobClients > 0 || options.stopWhenIdleFor.count() <= 0) return;
+  idleTimer.expires_after(options.stopWhenIdleFor);
+  idleTimer.async_wait([this](const asio::error_code& ec) {
+    if (ec || jobClients > 0) return;  // cancelled, or the job came back
+    GYRE_LOG(info, "rendezvous at " + joinHostPort(host, port) + ": every client left; stopping");
+    stopped = true;
+    asio::error_code ignored;
+    acceptor.close(ignored);
+    for (const auto& s : sessions) s->socket.close(ignored);  // strangers still waiting
+    io.stop();
+  });
+}
 
 void StoreServer::Impl::accept() {
   acceptor.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
@@ -418,7 +439,12 @@ void StoreServer::run() {
   impl_->io.run();
 }
 
+bool StoreServer::stopped() const {
+  return impl_->stopped.load();
+}
+
 void StoreServer::stop() {
+  impl_->stopped = true;
   impl_->io.stop();
   if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
     impl_->thread.join();

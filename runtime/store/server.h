@@ -20,6 +20,10 @@ struct StoreServerOptions {
   std::chrono::milliseconds frameTimeout{10000};
   // Clients must prove they know it (HMAC challenge-response); empty: the empty key.
   std::string secret;
+  // Non-zero: once clients that proved the secret came and all of them left, and none came
+  // back within this time, the server stops by itself (closes its port, ends its thread). A
+  // server made for one job (gyreGetUniqueId) ends with that job.
+  std::chrono::milliseconds stopWhenIdleFor{0};
 };
 
 class StoreServer {
@@ -37,6 +41,8 @@ class StoreServer {
   uint16_t port() const;
   std::string address() const;  // "host:port", brackets for IPv6
   size_t clientCount() const;
+  // It stopped by itself (stopWhenIdleFor) or was stopped.
+  bool stopped() const;
 
   struct Impl;  // public so the session code in server.cc can name it
 

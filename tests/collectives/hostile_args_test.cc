@@ -2,8 +2,12 @@
 // gyreInvalidArgument and a message that says what was wrong, before anything is written.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
+
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -16,6 +20,16 @@ gyreComm_t oneRank() {
   gyreComm_t comm = nullptr;
   REQUIRE(gyreCommInitRank(&comm, 1, id, 0) == gyreSuccess);
   return comm;
+}
+
+// Entries of a /proc/self folder: the process's threads (task) or descriptors (fd).
+int entries(const char* folder) {
+  DIR* d = ::opendir(folder);
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
 }
 
 std::string lastError() {
@@ -76,4 +90,29 @@ TEST_CASE("a destroyed communicator is refused as gyreInvalidUsage, every call a
   gyreComm_t next = oneRank();
   CHECK(next != comm);
   CHECK(gyreCommDestroy(next) == gyreSuccess);
+}
+
+TEST_CASE("a unique id's rendezvous server ends with its job: threads and descriptors return") {
+  // Warm up what stays for the process's life (the CPU kernels, libcrypto's state).
+  gyreComm_t warm = oneRank();
+  REQUIRE(gyreCommDestroy(warm) == gyreSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its server stops
+  const int threads = entries("/proc/self/task"), fds = entries("/proc/self/fd");
+  for (int job = 0; job < 3; ++job) {
+    gyreComm_t comm = oneRank();
+    int32_t v = 1, out = 0;
+    REQUIRE(gyreAllReduce(&v, &out, 1, gyreInt32, gyreSum, comm, nullptr) == gyreSuccess);
+    REQUIRE(gyreCommDestroy(comm) == gyreSuccess);
+  }
+  // Each server stops 1 s after its last client left, and its thread ends.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (entries("/proc/self/task") > threads && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(entries("/proc/self/task") == threads);
+  // The next id frees what the stopped servers still held; only its own server remains.
+  gyreUniqueId id;
+  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
+  CHECK(entries("/proc/self/task") <= threads + 1);
+  CHECK(entries("/proc/self/fd") <= fds + 4);
 }
