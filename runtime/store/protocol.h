@@ -17,6 +17,9 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxValueBytes = 1 << 20;
 inline constexpr size_t kMaxWaitKeys = 1024;
 inline constexpr size_t kMaxFrameBytes = kMaxValueBytes * 2 + kMaxKeyBytes + 64;
+// Before a client proved the secret only hello and auth may come: small frames, so a stranger
+// cannot make the server allocate a large body.
+inline constexpr size_t kMaxPreAuthFrameBytes = 512;
 
 enum class Op : uint8_t {
   hello = 1,  // u16 version, str job, str client nonce (16)  -> ok str server nonce, str server mac

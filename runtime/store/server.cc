@@ -58,12 +58,16 @@ struct StoreServer::Impl {
   std::unordered_set<std::shared_ptr<Session>> sessions;
   std::atomic<size_t> clientCount{0};
   size_t jobClients = 0;  // sessions that proved the secret and are still connected
+  uint64_t arrivals = 0;
+  bool warnedPendingFull = false;
   asio::steady_timer idleTimer{io};
   std::atomic<bool> stopped{false};
 
   void accept();
   // A session that had proved the secret ended: with none left, maybe stop (options).
   void jobClientLeft();
+  // Closes the connection that has waited longest without proving the secret.
+  void dropOldestPending();
   void wake(Job& job);
 };
 
@@ -83,6 +87,7 @@ struct Session : std::enable_shared_from_this<Session> {
   std::string peer;
   std::string jobName;
   Job* job = nullptr;      // set once the client proved the secret
+  uint64_t arrival = 0;    // order of connection, for dropping the oldest pending one
   std::string pendingJob;  // between hello and auth
   std::string clientNonce, serverNonce;
   uint32_t frameLength = 0;
@@ -113,9 +118,10 @@ struct Session : std::enable_shared_from_this<Session> {
     if (closed) return;
     if (ec) return close(ec == asio::error::eof ? "" : "read failed: " + ec.message());
     if (parked) return close("sent a request while its previous one was still waiting");
-    if (frameLength > store::kMaxFrameBytes) {
+    const size_t limit = job ? store::kMaxFrameBytes : store::kMaxPreAuthFrameBytes;
+    if (frameLength > limit) {
       return close("frame of " + std::to_string(frameLength) + " bytes exceeds the " +
-                   std::to_string(store::kMaxFrameBytes) + "-byte limit");
+                   std::to_string(limit) + "-byte limit" + (job ? "" : " before authentication"));
     }
     body.resize(frameLength);
     if (job) {  // before authentication the hello timer is running already
@@ -177,6 +183,12 @@ struct Session : std::enable_shared_from_this<Session> {
         if (!auth::equal(theirs, expected)) {
           return close("authentication failed for job '" + pendingJob +
                        "' (the client's secret differs from the server's)");
+        }
+        if (server.jobClients >= server.options.maxClients) {
+          replyError("the rendezvous serves " + std::to_string(server.options.maxClients) +
+                     " clients already, its limit (gyre-rendezvous --max-clients)");
+          return close("refused: " + std::to_string(server.options.maxClients) +
+                       " clients already (--max-clients)");
         }
         jobName = std::move(pendingJob);
         job = &server.jobs[jobName];
@@ -355,20 +367,36 @@ void StoreServer::Impl::jobClientLeft() {
   });
 }
 
+void StoreServer::Impl::dropOldestPending() {
+  std::shared_ptr<Session> oldest;
+  for (const auto& s : sessions)
+    if (!s->job && !s->closed && (!oldest || s->arrival < oldest->arrival)) oldest = s;
+  if (!oldest) return;
+  if (!warnedPendingFull) {
+    warnedPendingFull = true;  // once: a flood must not flood the log too
+    GYRE_LOG(warn, "rendezvous: " + std::to_string(options.maxPendingClients) +
+                       " connections have not authenticated; dropping the oldest as new ones "
+                       "come (strangers on the port?)");
+  }
+  oldest->close("");
+}
+
 void StoreServer::Impl::accept() {
   acceptor.async_accept([this](const asio::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
       setCloseOnExec(socket.native_handle());
-      if (sessions.size() >= options.maxClients) {
-        GYRE_LOG(warn, "rendezvous: refused a client: " + std::to_string(options.maxClients) +
-                           " clients already connected");
+      if (sessions.size() - jobClients >= options.maxPendingClients) dropOldestPending();
+      if (sessions.size() >= options.maxClients + options.maxPendingClients) {
+        GYRE_LOG(warn, "rendezvous: refused a connection: " + std::to_string(sessions.size()) +
+                           " connected already");
         asio::error_code ignored;
         socket.close(ignored);
       } else {
         asio::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
         auto session = std::make_shared<Session>(*this, std::move(socket));
+        session->arrival = ++arrivals;
         sessions.insert(session);
         clientCount = sessions.size();
         session->start();

@@ -12,8 +12,12 @@ namespace gyre {
 
 struct StoreServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 0;  // 0 picks a free port
-  size_t maxClients = 1024;
+  uint16_t port = 0;         // 0 picks a free port
+  size_t maxClients = 1024;  // clients that proved the secret, served at once
+  // Connections that have not proved it yet; when they are all taken, a new connection
+  // pushes out the oldest of them, so strangers that hold connections open cannot lock
+  // the jobs out (a real client proves the secret within a round trip).
+  size_t maxPendingClients = 64;
   size_t maxKeysPerJob = 1 << 16;
   size_t maxQueuedReplyBytes = 8 << 20;
   // A frame whose first byte arrived must be complete within this.

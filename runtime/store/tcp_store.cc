@@ -103,13 +103,16 @@ struct TcpStore::Impl {
     store::Writer w;
     w.u8(uint8_t(store::Op::auth))
         .str({reinterpret_cast<const char*>(answer.data()), answer.size()});
+    std::string reply;
     try {
-      expectOk(roundTrip(w.frame(), options.connectTimeout), "authentication");
+      reply = roundTrip(w.frame(), options.connectTimeout);
     } catch (const Failure&) {
+      // The server closes a client whose proof is wrong without a word.
       fail(Code::invalid_usage, where() +
                                     " refused this client's secret (GYRE_SECRET or "
                                     "--secret must be the same for the server and every rank)");
     }
+    expectOk(reply, "this client");  // e.g. the server is at its client limit
   }
 
   // Sends one frame and returns the reply body. The deadline covers both directions.

@@ -322,3 +322,43 @@ TEST_CASE("the job secret: right secret in, wrong or missing secret out, both di
   CHECK_THROWS_AS(client(open, "job", "s3cret"), Failure);
   CHECK(good->get("k", 100ms) == "v");
 }
+
+TEST_CASE("before authentication a frame may not be large: closed at once") {
+  StoreServer server;  // frame timeout 10 s: a close within 2 s is the size check's
+  server.start();
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(serverCloses(server, std::string("\x00\x00\x10\x00", 4)));  // declares 1 MiB
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  auto good = client(server, "job");           // the server still serves
+  good->set("k", std::string(64 << 10, 'v'));  // and large frames after authentication
+  CHECK(good->get("k", 100ms).size() == (64 << 10));
+}
+
+TEST_CASE("strangers holding connections cannot lock a job out; a full server says why") {
+  StoreServerOptions options;
+  options.maxClients = 2;
+  options.maxPendingClients = 4;
+  StoreServer server(options);
+  server.start();
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> strangers;
+  for (int i = 0; i < 16; ++i) {  // connect and say nothing: each holds a slot for 10 s
+    strangers.emplace_back(io);
+    strangers.back().connect({asio::ip::make_address(server.host()), server.port()});
+  }
+  auto a = client(server, "job");
+  auto b = client(server, "job");
+  a->set("k", "v");
+  CHECK(b->get("k", 100ms) == "v");
+  TcpStoreOptions o;
+  o.host = server.host();
+  o.port = server.port();
+  o.jobId = "job";
+  o.connectTimeout = 2000ms;
+  try {
+    TcpStore third(o);
+    FAIL("a third client was served past maxClients = 2");
+  } catch (const Failure& f) {
+    CHECK_MESSAGE(std::string(f.what()).find("--max-clients") != std::string::npos, f.what());
+  }
+}
