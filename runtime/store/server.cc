@@ -60,6 +60,8 @@ struct StoreServer::Impl {
   size_t jobClients = 0;  // sessions that proved the secret and are still connected
   uint64_t arrivals = 0;
   bool warnedPendingFull = false;
+  asio::steady_timer acceptRetry{io};  // after a failed accept (out of descriptors)
+  bool acceptFailing = false;
   asio::steady_timer idleTimer{io};
   std::atomic<bool> stopped{false};
 
@@ -402,7 +404,23 @@ void StoreServer::Impl::accept() {
         session->start();
       }
     } else {
-      GYRE_LOG(warn, "rendezvous: accept failed: " + ec.message());
+      // Out of descriptors (or another failure that would repeat at once): the connection
+      // stays queued in the kernel, so retrying at once would only spin; back off instead,
+      // and say so once per streak.
+      if (!acceptFailing) {
+        acceptFailing = true;
+        GYRE_LOG(warn, "rendezvous: accept failed: " + ec.message() +
+                           "; retrying every 100 ms until it works");
+      }
+      acceptRetry.expires_after(std::chrono::milliseconds(100));
+      acceptRetry.async_wait([this](const asio::error_code& tec) {
+        if (!tec && acceptor.is_open()) accept();
+      });
+      return;
+    }
+    if (acceptFailing) {
+      acceptFailing = false;
+      GYRE_LOG(warn, "rendezvous: accepting connections again");
     }
     accept();
   });

@@ -2,6 +2,9 @@
 // hostile clients that must lose only their own connection.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
@@ -361,4 +364,51 @@ TEST_CASE("strangers holding connections cannot lock a job out; a full server sa
   } catch (const Failure& f) {
     CHECK_MESSAGE(std::string(f.what()).find("--max-clients") != std::string::npos, f.what());
   }
+}
+
+namespace {
+
+// CPU time (user + system, seconds) this process used so far; needs no descriptor.
+double processCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+TEST_CASE("out of descriptors, the rendezvous backs off instead of spinning, then serves") {
+  StoreServer server;
+  server.start();
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> clients;
+  for (int i = 0; i < 8; ++i) {  // sockets made now: connecting later takes no descriptor
+    clients.emplace_back(io);
+    clients.back().open(asio::ip::tcp::v4());
+  }
+  // The lowest free descriptor becomes the limit: no new descriptor can be made.
+  const int lowestFree = ::dup(0);
+  REQUIRE(lowestFree >= 0);
+  ::close(lowestFree);
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  rlimit low = saved;
+  low.rlim_cur = rlim_t(lowestFree);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  const double before = processCpuSeconds();
+  for (auto& c : clients) c.connect({asio::ip::make_address(server.host()), server.port()});
+  std::this_thread::sleep_for(1s);  // the server cannot accept them now
+  const double spent = processCpuSeconds() - before;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  CHECK_MESSAGE(spent < 0.3, "the process used " << spent << " s of CPU in 1 s of waiting");
+  // With descriptors back it accepts what waited in the kernel's queue.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (server.clientCount() < 8 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(server.clientCount() == 8);
+  auto good = client(server, "job");
+  good->set("k", "v");
+  CHECK(good->get("k", 100ms) == "v");
 }

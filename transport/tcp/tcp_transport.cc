@@ -36,7 +36,8 @@ TcpTransport::TcpTransport(EventLoop& loop, LinkConfig config, std::string liste
     : loop_(loop),
       config_(std::move(config)),
       listenHost_(std::move(listenHost)),
-      acceptor_(loop.context()) {}
+      acceptor_(loop.context()),
+      acceptRetry_(loop.context()) {}
 
 TcpTransport::~TcpTransport() = default;
 
@@ -85,6 +86,7 @@ void TcpTransport::shutdown() {
   loop_.post([this, &done] {
     asio::error_code ignored;
     acceptor_.close(ignored);
+    acceptRetry_.cancel();
     done.set_value();
   });
   done.get_future().wait_for(std::chrono::seconds(5));
@@ -95,13 +97,29 @@ void TcpTransport::acceptOnLoop() {
   acceptor_.async_accept(pending->socket, [this, pending](const asio::error_code& ec) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) {
+      if (acceptFailing_) {
+        acceptFailing_ = false;
+        GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": accepting connections again");
+      }
       setCloseOnExec(pending->socket.native_handle());
       asio::error_code ignored;
       auto remote = pending->socket.remote_endpoint(ignored);
       pending->remote = remote.address().to_string() + ":" + std::to_string(remote.port());
       readHelloOnLoop(pending);
     } else {
-      GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": accept failed: " + ec.message());
+      // Out of descriptors (or another failure that would repeat at once): the connection
+      // stays queued in the kernel, so retrying at once would only spin; back off instead,
+      // and say so once per streak.
+      if (!acceptFailing_) {
+        acceptFailing_ = true;
+        GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": accept failed: " + ec.message() +
+                           "; retrying every 100 ms until it works");
+      }
+      acceptRetry_.expires_after(std::chrono::milliseconds(100));
+      acceptRetry_.async_wait([this](const asio::error_code& tec) {
+        if (!tec && acceptor_.is_open()) acceptOnLoop();
+      });
+      return;
     }
     acceptOnLoop();
   });

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -59,6 +60,8 @@ class TcpTransport : public Transport {
   const std::string listenHost_;
   std::string selfHostId_;
   asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer acceptRetry_;  // after a failed accept (out of descriptors)
+  bool acceptFailing_ = false;
   std::map<uint16_t, AcceptHook> acceptHooks_;
 
   std::mutex mutex_;
