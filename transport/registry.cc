@@ -8,12 +8,9 @@
 
 namespace gyre {
 
-std::string builtTransports() {
-#ifdef GYRE_HAVE_IBVERBS
-  return "shm rdma tcp";
-#else
-  return "shm tcp";
-#endif
+const std::vector<std::string>& transportNames() {
+  static const std::vector<std::string> names{"shm", "rdma", "tcp"};
+  return names;
 }
 
 Transports::Transports(EventLoop& loop, const TransportOptions& options) : only_(options.only) {
@@ -83,6 +80,12 @@ void Transports::deregisterMemory(const std::vector<uint64_t>& handles) {
 
 void Transports::shutdown() {
   for (const Entry& e : list_) e.transport->shutdown();
+}
+
+std::string Transports::address(const PeerInfo& peer) const {
+  for (const Entry& e : list_)
+    if (std::string a = e.transport->address(peer); !a.empty()) return a;
+  return "none";
 }
 
 std::vector<const Transport*> Transports::carriers() const {

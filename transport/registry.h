@@ -41,6 +41,8 @@ class Transports {
   void deregisterMemory(const std::vector<uint64_t>& handles);
   // Stops accepting; before the event loop stops.
   void shutdown();
+  // Where `peer` accepts data connections ("host:port"), or "none".
+  std::string address(const PeerInfo& peer) const;
   // The transports that may carry data, in order of preference.
   std::vector<const Transport*> carriers() const;
 
@@ -54,7 +56,8 @@ class Transports {
   std::string missing_;  // why GYRE_TRANSPORT's choice is not in this build, if it is not
 };
 
-// The transports this build has, in order of preference ("shm rdma tcp").
-std::string builtTransports();
+// Every transport GYRE_TRANSPORT may name, in order of preference, whether or not this build
+// has it (one it lacks fails naming why when a peer needs it).
+const std::vector<std::string>& transportNames();
 
 }  // namespace gyre

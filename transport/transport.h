@@ -64,6 +64,9 @@ class Transport {
   }
   // Opens listeners and writes this rank's part into `self.parts` (or none, when unusable).
   virtual void publish(PeerInfo& self) = 0;
+  // Where `peer` accepts this transport's connections ("host:port"), for logs; empty when
+  // it has no address of its own (connections that start over another transport).
+  virtual std::string address(const PeerInfo& /*peer*/) const { return {}; }
   // Both ranks call this for each other with the same channel; returns when the connection is
   // ready or throws Failure (timeout, refused, handshake error) naming the peer. While it
   // waits it polls `interrupted` every 100 ms and throws what it returns if not ok (the peer

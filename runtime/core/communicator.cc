@@ -78,20 +78,6 @@ int coresPerRank(const std::vector<PeerInfo>& peers) {
 
 }  // namespace
 
-// "host:port" of the tcp part a rank published, or "none".
-std::string dataAddress(const PeerInfo& peer) {
-  const std::string* part = peer.part("tcp");
-  if (!part) return "none";
-  const auto space = part->rfind(' ');
-  return space == std::string::npos ? *part : joinHostPort(part->substr(0, space), [&] {
-    try {
-      return uint16_t(std::stoi(part->substr(space + 1)));
-    } catch (const std::exception&) {
-      return uint16_t(0);
-    }
-  }());
-}
-
 std::shared_ptr<Store> Communicator::Impl::openStore() {
   if (config.store) return config.store;
   TcpStoreOptions opts;
@@ -212,7 +198,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
                                   : "up to " + std::to_string(tuner->maxChannels()) + ", one per " +
                                         std::to_string(Tuner::kBytesPerExtraChannel >> 20) + " MiB";
     GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
-                       gyre::dataAddress(self) + "; cpus " + formatCpuList(self.cpus) +
+                       transports->address(self) + "; cpus " + formatCpuList(self.cpus) +
                        ", waiters poll " + std::to_string(spinUs) + " us" +
                        (yieldWhileSpinning ? " yielding" : "") + "; " + reached +
                        ", rings per call: " + rings);
@@ -407,7 +393,7 @@ int Communicator::size() const {
   return impl_->config.nranks;
 }
 std::string Communicator::dataAddress() const {
-  return gyre::dataAddress(impl_->peers[impl_->config.rank]);
+  return impl_->transports->address(impl_->peers[impl_->config.rank]);
 }
 
 void* Communicator::registerBuffer(const void* p, size_t bytes) {

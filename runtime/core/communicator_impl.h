@@ -27,9 +27,6 @@ class FailureBoard;
 class StoreServer;
 class Transports;
 
-// "host:port" where a rank's data connections are accepted (its tcp part), or "none".
-std::string dataAddress(const PeerInfo& peer);
-
 // Whether two byte ranges share a byte.
 inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);

@@ -1,8 +1,10 @@
 #include "runtime/core/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "base/status.h"
+#include "transport/registry.h"
 
 namespace gyre {
 
@@ -99,10 +101,12 @@ void validate(const CommConfig& c) {
                                      "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
                                      "auto");
   }
-  if (c.transport != "auto" && c.transport != "tcp" && c.transport != "shm" &&
-      c.transport != "rdma") {
+  const auto& names = transportNames();
+  if (c.transport != "auto" && std::find(names.begin(), names.end(), c.transport) == names.end()) {
+    std::string known = "auto";
+    for (const auto& n : names) known += ", " + n;
     fail(Code::invalid_argument,
-         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of auto, tcp, shm, rdma");
+         "transport '" + c.transport + "' (GYRE_TRANSPORT) is not one of " + known);
   }
   const auto& cc = c.tcpCongestion;
   if (cc.empty() || cc.size() > 15 ||

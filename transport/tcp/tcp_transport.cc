@@ -75,6 +75,14 @@ bool TcpTransport::addressOf(const PeerInfo& peer, std::string& host, uint16_t& 
   return true;
 }
 
+std::string TcpTransport::address(const PeerInfo& peer) const {
+  std::string host;
+  uint16_t port = 0;
+  if (!addressOf(peer, host, port)) return {};
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                             : host + ":" + std::to_string(port);
+}
+
 std::string TcpTransport::unreachable(const PeerInfo&, const PeerInfo& peer) const {
   std::string host;
   uint16_t port = 0;

@@ -24,6 +24,7 @@ class TcpTransport : public Transport {
   const char* name() const override { return "tcp"; }
   std::string unreachable(const PeerInfo& self, const PeerInfo& peer) const override;
   void publish(PeerInfo& self) override;
+  std::string address(const PeerInfo& peer) const override;
   std::shared_ptr<Connection> connect(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted) override;
   // The authenticated socket connect() would build on, for transports that set up over tcp
