@@ -48,10 +48,9 @@ struct SlotMeta {
     return coll == m.coll && dtype == m.dtype && op == m.op && root == m.root && seq == m.seq &&
            count == m.count;
   }
-  GYRE_HD bool sameOp(const OpDesc& d) const {
-    SlotMeta m;
-    m.setOp(d);
-    return sameOp(m);
+  GYRE_HD bool sameOp(const OpDesc& d) const {  // per received slot: no temporary
+    return coll == uint8_t(d.coll) && dtype == uint8_t(d.dtype) && op == uint8_t(d.op) &&
+           root == d.root && seq == d.seq && count == d.count;
   }
 };
 static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
