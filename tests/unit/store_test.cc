@@ -398,7 +398,8 @@ TEST_CASE("out of descriptors, the rendezvous backs off instead of spinning, the
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
   const double before = processCpuSeconds();
   for (auto& c : clients) c.connect({asio::ip::make_address(server.host()), server.port()});
-  std::this_thread::sleep_for(1s);  // the server cannot accept them now
+  // A measuring window, not a wait for an event: the server cannot accept them during it.
+  std::this_thread::sleep_for(1s);
   const double spent = processCpuSeconds() - before;
   REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
   CHECK_MESSAGE(spent < 0.3, "the process used " << spent << " s of CPU in 1 s of waiting");
