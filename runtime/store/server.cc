@@ -1,6 +1,7 @@
 #include "runtime/store/server.h"
 
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
@@ -57,6 +58,7 @@ struct StoreServer::Impl {
   std::unordered_map<std::string, Job> jobs;
   std::unordered_set<std::shared_ptr<Session>> sessions;
   std::atomic<size_t> clientCount{0};
+  std::atomic<size_t> jobCount{0};
   size_t jobClients = 0;  // sessions that proved the secret and are still connected
   uint64_t arrivals = 0;
   bool warnedPendingFull = false;
@@ -71,6 +73,7 @@ struct StoreServer::Impl {
   // Closes the connection that has waited longest without proving the secret.
   void dropOldestPending();
   void wake(Job& job);
+  void forgetIfIdle(const std::string& name);
 };
 
 namespace {
@@ -194,6 +197,7 @@ struct Session : std::enable_shared_from_this<Session> {
         }
         jobName = std::move(pendingJob);
         job = &server.jobs[jobName];
+        server.jobCount = server.jobs.size();
         ++job->sessions;
         ++server.jobClients;
         frameTimer.cancel();  // the hello timer
@@ -342,7 +346,12 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     if (job) {
       unpark();
-      --job->sessions;
+      // The job's keys live as long as one of its clients: a finished job frees its memory,
+      // and a failed launch leaves no counters behind to misalign the next run of its id.
+      // Later, not here: the caller may still be iterating the job's waiters.
+      if (--job->sessions == 0) {
+        asio::post(server.io, [&srv = server, name = jobName] { srv.forgetIfIdle(name); });
+      }
       server.jobClientLeft();
     }
     frameTimer.cancel();
@@ -367,6 +376,14 @@ void StoreServer::Impl::jobClientLeft() {
     for (const auto& s : sessions) s->socket.close(ignored);  // strangers still waiting
     io.stop();
   });
+}
+
+void StoreServer::Impl::forgetIfIdle(const std::string& name) {
+  auto it = jobs.find(name);
+  if (it == jobs.end() || it->second.sessions > 0) return;  // a client of it came back
+  jobs.erase(it);
+  jobCount = jobs.size();
+  GYRE_LOG(trace, "rendezvous: job '" + name + "' ended (its last client left)");
 }
 
 void StoreServer::Impl::dropOldestPending() {
@@ -508,6 +525,9 @@ std::string StoreServer::address() const {
 }
 size_t StoreServer::clientCount() const {
   return impl_->clientCount.load();
+}
+size_t StoreServer::jobCount() const {
+  return impl_->jobCount.load();
 }
 
 void splitHostPort(const std::string& address, std::string& host, uint16_t& port) {

@@ -1,6 +1,6 @@
 // The rendezvous server: a key-value store on one Asio loop thread. Many jobs share one server
-// (each client says its job first; keys never cross jobs) and a slow, silent or malicious
-// client can only lose its own connection.
+// (each client says its job first; keys never cross jobs; a job's keys go when its last client
+// does) and a slow, silent or malicious client can only lose its own connection.
 #pragma once
 
 #include <chrono>
@@ -45,6 +45,8 @@ class StoreServer {
   uint16_t port() const;
   std::string address() const;  // "host:port", brackets for IPv6
   size_t clientCount() const;
+  // Jobs with keys held: a job is forgotten, keys and all, when its last client leaves.
+  size_t jobCount() const;
   // It stopped by itself (stopWhenIdleFor) or was stopped.
   bool stopped() const;
 

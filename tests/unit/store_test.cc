@@ -413,3 +413,38 @@ TEST_CASE("out of descriptors, the rendezvous backs off instead of spinning, the
   good->set("k", "v");
   CHECK(good->get("k", 100ms) == "v");
 }
+
+TEST_CASE("a job is forgotten when its last client leaves: memory freed, counters start over") {
+  StoreServer server;
+  server.start();
+  const auto waitForJobs = [&](size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (server.jobCount() != n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);  // polling a counter the server updates
+    }
+    return server.jobCount();
+  };
+  // Many finished jobs leave nothing behind.
+  for (int j = 0; j < 200; ++j) {
+    auto c = client(server, "job" + std::to_string(j));
+    c->set("peer/0", std::string(4096, 'x'));
+    c->add("communicators/0", 1);
+  }
+  CHECK(waitForJobs(0) == 0);
+  // A failed launch of job "default": rank 0 counted its communicator, rank 1 never came.
+  {
+    auto rank0 = client(server, "default");
+    CHECK(rank0->add("communicators/0", 1) == 1);
+  }
+  CHECK(waitForJobs(0) == 0);
+  // The next launch of the same id starts from scratch, so its ranks agree again.
+  auto rank0 = client(server, "default");
+  auto rank1 = client(server, "default");
+  CHECK(rank0->add("communicators/0", 1) == 1);
+  CHECK(rank1->add("communicators/1", 1) == 1);
+  // While one client stays, the job keeps its keys for the others.
+  rank1.reset();
+  auto again = client(server, "default");
+  CHECK(again->add("communicators/0", 1) == 2);
+  CHECK(server.jobCount() == 1);
+}
