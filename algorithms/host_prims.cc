@@ -33,8 +33,10 @@ void HostPrims::finish() {
   for (; nReadingInput_ > 0; --nReadingInput_) {
     Connection& conn = *readingInput_[nReadingInput_ - 1];
     if (Status s = conn.releaseSources(ctx_.deadline); !s.ok()) {
-      throw Failure(s.code, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
-                                " failed: " + s.message);
+      throw Failure(Status{s.code,
+                           "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                               " failed: " + s.message,
+                           s.lostRank});
     }
   }
 }
@@ -244,7 +246,7 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
       await(Clock::time_point{});
       if (ready()) return;
       const std::string what = "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc);
-      throw Failure(broken.code, what + " failed: " + broken.message);
+      throw Failure(Status{broken.code, what + " failed: " + broken.message, broken.lostRank});
     }
     if (ctx_.channelFailed && ctx_.channelFailed->load(std::memory_order_relaxed)) {
       fail(Code::aborted, "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +

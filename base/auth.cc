@@ -31,8 +31,14 @@ std::string randomHex(size_t bytes) {
   return hex;
 }
 
-Mac mac(const std::string& secret, std::string_view label, std::string_view a, std::string_view b,
+std::string jobKey(std::string_view secret, std::string_view jobId) {
+  if (!secret.empty()) return std::string(secret);
+  return "gyre-job-without-secret:" + std::string(jobId);
+}
+
+Mac mac(const std::string& key, std::string_view label, std::string_view a, std::string_view b,
         std::string_view c) {
+  if (key.empty()) fail(Code::internal, "authentication with an empty key (see auth::jobKey)");
   std::string message;
   message.reserve(label.size() + a.size() + b.size() + c.size() + 4);
   // Length-prefix each part so no two different inputs concatenate to the same bytes.
@@ -43,10 +49,7 @@ Mac mac(const std::string& secret, std::string_view label, std::string_view a, s
   }
   Mac out{};
   unsigned int length = 0;
-  const unsigned char* key = reinterpret_cast<const unsigned char*>(secret.data());
-  // OpenSSL wants a non-null key pointer even for an empty key.
-  static const unsigned char empty = 0;
-  if (!HMAC(EVP_sha256(), secret.empty() ? &empty : key, int(secret.size()),
+  if (!HMAC(EVP_sha256(), reinterpret_cast<const unsigned char*>(key.data()), int(key.size()),
             reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(),
             &length) ||
       length != out.size()) {

@@ -23,6 +23,9 @@ const char* codeName(Code code);
 struct Status {
   Code code = Code::success;
   std::string message;
+  // The rank whose loss this failure is (it exited, was killed or became unreachable), where
+  // a rank noticed one; -1 otherwise. Errors name it first.
+  int lostRank = -1;
 
   bool ok() const { return code == Code::success; }
 };

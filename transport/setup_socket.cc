@@ -10,8 +10,8 @@
 
 namespace gyre {
 
-SetupSocket::SetupSocket(int fd, std::string goneText, std::function<void()> onFail)
-    : fd_(fd), goneText_(std::move(goneText)), onFail_(std::move(onFail)) {}
+SetupSocket::SetupSocket(int fd, std::string goneText, int peer, std::function<void()> onFail)
+    : fd_(fd), goneText_(std::move(goneText)), peer_(peer), onFail_(std::move(onFail)) {}
 
 SetupSocket::~SetupSocket() {
   ::close(fd_);
@@ -41,7 +41,8 @@ Status SetupSocket::failure() const {
     fail({Code::remote_error,
           goneText_ + (n == 0  ? "its end of the connection closed (it exited or failed)"
                        : n > 0 ? "it sent unexpected bytes"
-                               : errnoText(errno))});
+                               : errnoText(errno)),
+          peer_});
   }
   std::lock_guard lock(mutex_);
   return failure_;

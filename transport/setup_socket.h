@@ -18,7 +18,8 @@ class SetupSocket {
   // `fd`: the connected socket, owned from now on. `goneText` starts the failure recorded when
   // the peer's end closes ("rank 1: rank 0 failed over shm: "). `onFail` runs after a failure
   // is recorded (to wake sleepers).
-  SetupSocket(int fd, std::string goneText, std::function<void()> onFail = {});
+  // `peer` becomes the failure's lostRank when its end closes.
+  SetupSocket(int fd, std::string goneText, int peer, std::function<void()> onFail = {});
   ~SetupSocket();
   SetupSocket(const SetupSocket&) = delete;
   SetupSocket& operator=(const SetupSocket&) = delete;
@@ -37,6 +38,7 @@ class SetupSocket {
  private:
   const int fd_;
   const std::string goneText_;
+  const int peer_;
   const std::function<void()> onFail_;
   std::atomic<bool> shut_{false};
   mutable std::atomic<bool> failed_{false};

@@ -37,11 +37,12 @@ struct PeerInfo {
 // Settings every transport of one communicator shares.
 struct LinkConfig {
   std::string jobId;   // at most 32 bytes; the handshake refuses other jobs
-  std::string secret;  // both ends of a connection prove they know it
+  std::string secret;  // the job's key (auth::jobKey): both ends prove they know it
   int rank = 0;
   int nranks = 1;
   uint32_t nSlots = 8;
   size_t slotBytes = 128 * 1024;
+  // How long an accepted connection may take to finish its handshake (the job's timeout).
   Clock::duration handshakeTimeout = std::chrono::seconds(10);
   // Congestion control of tcp data connections: "auto" (a non-pacing one to peers on this
   // host, see tcp_transport.cc), "system", or a name set on every connection.

@@ -6,13 +6,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 
+#include "base/auth.h"
 #include "base/device_memory.h"
 #include "base/log.h"
 #include "runtime/core/bootstrap.h"
@@ -76,6 +79,104 @@ int coresPerRank(const std::vector<PeerInfo>& peers) {
   return std::max(1, fewest);
 }
 
+// Names this process to the other processes of its jobs, so that a second process claiming
+// the same rank is told who holds it.
+const std::string& processIdentity() {
+  static const std::string id = [] {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    return "pid " + std::to_string(getpid()) + " on " + host + " (" + auth::randomHex(4) + ")";
+  }();
+  return id;
+}
+
+// Once per process: a job without a secret is open to anyone who reaches its ports.
+void warnUnauthenticated(const CommConfig& config) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    GYRE_LOG(warn, "rank " + std::to_string(config.rank) + ": job '" + config.jobId +
+                       "' has no secret, so its connections are not authenticated: anyone who "
+                       "reaches the rendezvous or a rank's port can join it or send it data. "
+                       "Set GYRE_SECRET to the same value on every rank and the rendezvous "
+                       "(gyre-run on one machine and gyreGetUniqueId make one themselves)");
+  });
+}
+
+// The job-level conflict a rank recorded (a rank claimed twice), or ok.
+Status jobConflict(Store& store) {
+  try {
+    return {Code::invalid_usage, store.get("conflict", std::chrono::milliseconds(0))};
+  } catch (const Failure&) {
+    return {};
+  }
+}
+
+// What every rank of a communicator must agree on; checked from the bootstrap's all-gather
+// so that every rank, not only the one a handshake would refuse, says what differed.
+struct Agreement {
+  int nranks = 0;
+  uint32_t nSlots = 0;
+  size_t slotBytes = 0;
+
+  // Lines PeerInfo::decode skips.
+  std::string encode() const {
+    return "agree.nranks=" + std::to_string(nranks) + "\nagree.slots=" + std::to_string(nSlots) +
+           "\nagree.slotBytes=" + std::to_string(slotBytes) + "\n";
+  }
+  static Agreement decode(const std::string& text) {
+    Agreement a;
+    unsigned long long slotBytes = 0;
+    if (std::sscanf(text.c_str(), "agree.nranks=%d\nagree.slots=%u\nagree.slotBytes=%llu",
+                    &a.nranks, &a.nSlots, &slotBytes) != 3) {
+      a.nranks = -1;  // a rank of another gyre version
+    }
+    a.slotBytes = size_t(slotBytes);
+    return a;
+  }
+};
+
+}  // namespace
+
+void Communicator::Impl::claimRank(Store& store) {
+  const std::string key = "members/" + std::to_string(config.rank);
+  const std::string holder = store.compareSet(key, "", processIdentity());
+  if (holder == processIdentity()) return;
+  const std::string why = "rank " + std::to_string(config.rank) + " of job '" + config.jobId +
+                          "' was claimed twice: by " + holder + " and by " + processIdentity() +
+                          " (two processes given the same rank, one gyreUniqueId used by two "
+                          "jobs, or an earlier launch of this job id still running)";
+  try {
+    store.compareSet("conflict", "", why);  // stops the ranks that are waiting for it
+  } catch (const Failure&) {
+  }
+  fail(Code::invalid_usage, who() + ": " + why);
+}
+
+namespace {
+
+// Fails (stopping the other ranks' bootstrap too) where a rank disagrees with this one.
+void checkAgreement(Bootstrap& bootstrap, const std::string& who, const Agreement& mine,
+                    const std::vector<std::string>& all) {
+  for (int r = 0; r < int(all.size()); ++r) {
+    const Agreement theirs = Agreement::decode(all[size_t(r)]);
+    std::string what;
+    if (theirs.nranks != mine.nranks) {
+      what = theirs.nranks < 0 ? "rank " + std::to_string(r) + " runs another gyre version"
+                               : "rank " + std::to_string(r) + " says the communicator has " +
+                                     std::to_string(theirs.nranks) + " ranks, " + who + " says " +
+                                     std::to_string(mine.nranks) +
+                                     " (nranks / WORLD_SIZE must be the same on every rank)";
+    } else if (theirs.nSlots != mine.nSlots || theirs.slotBytes != mine.slotBytes) {
+      what = "rank " + std::to_string(r) + " has " + std::to_string(theirs.nSlots) + " slots of " +
+             std::to_string(theirs.slotBytes) + " bytes per link, " + who + " has " +
+             std::to_string(mine.nSlots) + " of " + std::to_string(mine.slotBytes) +
+             " (GYRE_NSLOTS, GYRE_SLOT_BYTES or the config's slots must be the same on every "
+             "rank)";
+    }
+    if (!what.empty()) bootstrap.abort(who + ": ranks disagree: " + what);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Store> Communicator::Impl::openStore() {
@@ -109,6 +210,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
 
 void Communicator::Impl::init(const std::string& explicitNamespace) {
   validate(config);
+  if (config.secret.empty() && config.nranks > 1) warnUnauthenticated(config);
   if (!rootStore) rootStore = openStore();
   auto& store = rootStore;
   std::string listenHost = "127.0.0.1";
@@ -122,18 +224,22 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   // after their parent instead.
   storeNamespace = explicitNamespace;
   if (storeNamespace.empty()) {
+    claimRank(*store);
     const int64_t index = store->add("communicators/" + std::to_string(config.rank), 1);
     storeNamespace = "comm" + std::to_string(index);
   }
   auto commStore = makePrefixStore(storeNamespace, store);
-  bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout);
+  bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout,
+                                          [store] { return jobConflict(*store); });
   loop = std::make_unique<EventLoop>("gyre-progress");
   TransportOptions options;
   options.link.jobId = config.jobId;
-  options.link.secret = config.secret;
+  options.link.secret = auth::jobKey(config.secret, config.jobId);
   options.link.rank = config.rank;
   options.link.nranks = config.nranks;
   options.link.nSlots = config.nSlots;
+  // A peer may be stalled (stopped, swapping) mid-handshake for as long as any other wait.
+  options.link.handshakeTimeout = config.timeout;
   options.link.slotBytes = config.slotBytes;
   options.link.tcpCongestion = config.tcpCongestion;
   options.listenHost = listenHost;
@@ -148,7 +254,9 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   self.hostId = localHostId();
   self.cpus = allowedCpus();
   transports->publish(self);
-  const auto all = bootstrap->allGather(self.encode());
+  const Agreement agreed{config.nranks, config.nSlots, config.slotBytes};
+  const auto all = bootstrap->allGather(agreed.encode() + self.encode());
+  checkAgreement(*bootstrap, who(), agreed, all);
   for (const auto& text : all) peers.push_back(PeerInfo::decode(text));
   for (int r = 0; r < config.nranks; ++r) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
@@ -182,6 +290,8 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     connection(std::min(next, prev), 0);
     connection(std::max(next, prev), 0);
   }
+  // A second process that claimed a rank of this job after this one's bootstrap finished.
+  if (Status s = jobConflict(*store); !s.ok()) fail(s.code, who() + ": " + s.message);
   if (logEnabled(LogLevel::info)) {
     std::map<std::string, int> byTransport;
     for (const PeerInfo& p : peers) {

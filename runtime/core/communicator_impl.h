@@ -90,6 +90,8 @@ struct Communicator::Impl {
   std::string who() const { return "rank " + std::to_string(config.rank); }
 
   void init(const std::string& explicitNamespace);
+  // Claims this rank of the job for this process, or fails naming the process that holds it.
+  void claimRank(Store& store);
   std::shared_ptr<Store> openStore();
   Connection& connection(int peer, int channel);
   // The plan of the call `desc` names, `bytes` long (the tuner's choice is logged once per

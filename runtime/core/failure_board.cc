@@ -102,9 +102,43 @@ FailureBoard::Progress FailureBoard::decode(const std::string& text) {
   return p;
 }
 
+namespace {
+
+// A recorded failure: "rank\ncode\nlostRank\nmessage".
+struct Record {
+  int rank = -1;
+  Code code = Code::remote_error;
+  int lostRank = -1;
+  std::string message;
+};
+
+std::string encodeRecord(int rank, const Status& s) {
+  return std::to_string(rank) + "\n" + std::to_string(int(s.code)) + "\n" +
+         std::to_string(s.lostRank) + "\n" + s.message;
+}
+
+bool decodeRecord(const std::string& text, int nranks, Record& r) {
+  std::istringstream in(text);
+  int code = 0;
+  if (!(in >> r.rank >> code >> r.lostRank)) return false;
+  std::getline(in, r.message);  // rest of the lostRank line
+  std::getline(in, r.message, '\0');
+  r.code = Code(code);
+  return r.rank >= 0 && r.rank < nranks && code > 0 && code <= int(Code::internal) &&
+         r.lostRank >= -1 && r.lostRank < nranks;
+}
+
+// Errors start with the rank that was lost, then who noticed it.
+std::string lostHeader(int lostRank, int noticer) {
+  return "rank " + std::to_string(lostRank) +
+         " is gone (it exited, was killed or became unreachable; noticed by rank " +
+         std::to_string(noticer) + "): ";
+}
+
+}  // namespace
+
 Status FailureBoard::report(const Status& local, const OpDesc& op) {
-  const std::string mine =
-      std::to_string(rank_) + "\n" + std::to_string(int(local.code)) + "\n" + local.message;
+  const std::string mine = encodeRecord(rank_, local);
   std::string first;
   try {
     first = store_->compareSet("failure", "", mine);
@@ -113,19 +147,19 @@ Status FailureBoard::report(const Status& local, const OpDesc& op) {
                        ": cannot record the failure at the "
                        "rendezvous: " +
                        f.what());
-    return local;
+    first = mine;
   }
-  if (first == mine) return local;
-  std::istringstream in(first);
-  int rank = -1, code = int(Code::remote_error);
-  std::string message;
-  in >> rank >> code;
-  std::getline(in, message);  // rest of the code line
-  std::getline(in, message, '\0');
-  if (rank < 0 || rank >= nranks_ || code <= 0 || code > int(Code::internal)) return local;
-  return Status{Code(code), "rank " + std::to_string(rank_) + ": " + describeOp(op) +
-                                " failed because rank " + std::to_string(rank) +
-                                " failed first: " + message};
+  Record r;
+  if (first == mine || !decodeRecord(first, nranks_, r)) {
+    if (local.lostRank < 0) return local;
+    return {local.code, lostHeader(local.lostRank, rank_) + local.message, local.lostRank};
+  }
+  const std::string here = "rank " + std::to_string(rank_) + ": " + describeOp(op);
+  if (r.lostRank >= 0) {
+    return {r.code, lostHeader(r.lostRank, r.rank) + here + " stopped: " + r.message, r.lostRank};
+  }
+  return {r.code,
+          here + " failed because rank " + std::to_string(r.rank) + " failed first: " + r.message};
 }
 
 Status FailureBoard::recorded() {
@@ -135,14 +169,10 @@ Status FailureBoard::recorded() {
   } catch (const Failure&) {
     return {};  // nothing recorded (or the store is gone: the caller's deadline still holds)
   }
-  std::istringstream in(first);
-  int rank = -1, code = 0;
-  std::string message;
-  in >> rank >> code;
-  std::getline(in, message);
-  std::getline(in, message, '\0');
-  if (rank < 0 || rank >= nranks_ || code <= 0 || code > int(Code::internal)) return {};
-  return {Code(code), "rank " + std::to_string(rank) + " failed: " + message};
+  Record r;
+  if (!decodeRecord(first, nranks_, r)) return {};
+  if (r.lostRank >= 0) return {r.code, lostHeader(r.lostRank, r.rank) + r.message, r.lostRank};
+  return {r.code, "rank " + std::to_string(r.rank) + " failed: " + r.message};
 }
 
 namespace {

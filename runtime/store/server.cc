@@ -170,8 +170,8 @@ struct Session : std::enable_shared_from_this<Session> {
         const auto nonce = auth::randomNonce();
         serverNonce.assign(auth::view(nonce));
         pendingJob = std::move(req.job);
-        const auto proof = auth::mac(server.options.secret, "gyre-store-server", pendingJob,
-                                     clientNonce, serverNonce);
+        const auto proof = auth::mac(auth::jobKey(server.options.secret, pendingJob),
+                                     "gyre-store-server", pendingJob, clientNonce, serverNonce);
         Writer w;
         w.u8(uint8_t(Reply::ok))
             .str(serverNonce)
@@ -183,8 +183,8 @@ struct Session : std::enable_shared_from_this<Session> {
         auth::Mac theirs{};
         if (req.mac.size() != theirs.size()) throw ProtocolError("bad mac size");
         std::memcpy(theirs.data(), req.mac.data(), theirs.size());
-        const auto expected = auth::mac(server.options.secret, "gyre-store-client", pendingJob,
-                                        serverNonce, clientNonce);
+        const auto expected = auth::mac(auth::jobKey(server.options.secret, pendingJob),
+                                        "gyre-store-client", pendingJob, serverNonce, clientNonce);
         if (!auth::equal(theirs, expected)) {
           return close("authentication failed for job '" + pendingJob +
                        "' (the client's secret differs from the server's)");

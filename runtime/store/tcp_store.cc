@@ -25,6 +25,7 @@ struct TcpStore::Impl {
   tcp::socket socket{io};
   std::mutex mutex;
   bool broken = false;
+  bool oversizedReply = false;  // the last reply declared more than the caller allowed
 
   std::string where() const { return "rendezvous " + joinHostPort(options.host, options.port); }
 
@@ -82,13 +83,24 @@ struct TcpStore::Impl {
         .u16(store::kVersion)
         .str(options.jobId)
         .str(auth::view(clientNonce));
-    const std::string body = roundTrip(hello.frame(), options.connectTimeout);
-    store::Reader in(body);
-    if (status(in) != Reply::ok) expectOk(body, "hello");
-    const std::string serverNonce = in.str(64);
-    const std::string proof = in.str(64);
-    const auto expected = auth::mac(options.secret, "gyre-store-server", options.jobId,
-                                    auth::view(clientNonce), serverNonce);
+    // Its reply is small: a larger one, or one that does not parse, is another protocol.
+    std::string body, serverNonce, proof;
+    try {
+      body = roundTrip(hello.frame(), options.connectTimeout, store::kMaxPreAuthFrameBytes);
+      store::Reader in(body);
+      if (status(in) != Reply::ok) expectOk(body, "hello");
+      serverNonce = in.str(64);
+      proof = in.str(64);
+      in.end();
+    } catch (const store::ProtocolError& e) {
+      notRendezvous(e.what());
+    } catch (const Failure& f) {
+      if (f.status().code == Code::remote_error && oversizedReply) notRendezvous(f.what());
+      throw;
+    }
+    const auto expected =
+        auth::mac(auth::jobKey(options.secret, options.jobId), "gyre-store-server", options.jobId,
+                  auth::view(clientNonce), serverNonce);
     auth::Mac given{};
     if (proof.size() != given.size()) fail(Code::remote_error, where() + ": malformed hello reply");
     std::memcpy(given.data(), proof.data(), given.size());
@@ -98,15 +110,21 @@ struct TcpStore::Impl {
                                     " does not know this job's secret (GYRE_SECRET or "
                                     "--secret must be the same for the server and every rank)");
     }
-    const auto answer = auth::mac(options.secret, "gyre-store-client", options.jobId, serverNonce,
-                                  auth::view(clientNonce));
+    const auto answer = auth::mac(auth::jobKey(options.secret, options.jobId), "gyre-store-client",
+                                  options.jobId, serverNonce, auth::view(clientNonce));
     store::Writer w;
     w.u8(uint8_t(store::Op::auth))
         .str({reinterpret_cast<const char*>(answer.data()), answer.size()});
     std::string reply;
     try {
       reply = roundTrip(w.frame(), options.connectTimeout);
-    } catch (const Failure&) {
+    } catch (const Failure& f) {
+      // A server that stalls is not one that refused: say which.
+      if (f.status().code == Code::timeout) {
+        fail(Code::timeout, where() + " did not answer this client's authentication within " +
+                                std::to_string(options.connectTimeout.count()) +
+                                " ms (stalled or overloaded)");
+      }
       // The server closes a client whose proof is wrong without a word.
       fail(Code::invalid_usage, where() +
                                     " refused this client's secret (GYRE_SECRET or "
@@ -115,9 +133,19 @@ struct TcpStore::Impl {
     expectOk(reply, "this client");  // e.g. the server is at its client limit
   }
 
+  [[noreturn]] void notRendezvous(const std::string& detail) {
+    broken = true;
+    fail(Code::remote_error, where() +
+                                 " is not a gyre rendezvous: its reply to hello is not gyre's "
+                                 "protocol (" +
+                                 detail + "); is another service listening on that port?");
+  }
+
   // Sends one frame and returns the reply body. The deadline covers both directions.
-  std::string roundTrip(const std::string& frame, std::chrono::milliseconds timeout) {
+  std::string roundTrip(const std::string& frame, std::chrono::milliseconds timeout,
+                        size_t maxReply = store::kMaxFrameBytes) {
     if (broken) fail(Code::remote_error, "connection to " + where() + " was lost earlier");
+    oversizedReply = false;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     bool done = false;
     asio::error_code ec;
@@ -130,7 +158,8 @@ struct TcpStore::Impl {
         return;
       }
       asio::async_read(socket, asio::buffer(&length, 4), [&](const asio::error_code& e2, size_t) {
-        if (e2 || length > store::kMaxFrameBytes) {
+        if (e2 || length > maxReply) {
+          oversizedReply = !e2;
           ec = e2 ? e2 : asio::error::message_size;
           done = true;
           return;
@@ -177,6 +206,11 @@ struct TcpStore::Impl {
 
 TcpStore::TcpStore(TcpStoreOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  if (impl_->options.port == 0) {
+    fail(Code::invalid_argument, impl_->where() +
+                                     ": port 0 is not an address to connect to (a server "
+                                     "started on port 0 picked a port: give that one)");
+  }
   impl_->connect();
 }
 

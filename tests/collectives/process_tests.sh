@@ -49,12 +49,23 @@ failing-rank)
   elapsed=$(( $(date +%s) - start ))
   [ "$rc" -eq 3 ] || fail "gyre-run exited $rc, expected 3"
   grep -q 'gyre-run: rank 1 failed (exit code 3)' "$out" || fail "gyre-run did not name rank 1"
-  # Every surviving rank names the operation and the lost rank (the first detector's cause).
+  # Every surviving rank's error starts with the lost rank, then names the operation and
+  # how it was noticed (the first detector's cause).
   for r in 0 2 3; do
-    grep -qE "^\[$r\] walkthrough: .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
-      fail "rank $r did not report an error naming the operation and rank 1"
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
+      fail "rank $r did not report an error naming rank 1 first, then the operation"
   done
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
+  # Rank 1 leaves with exit code 0: it failed nobody's exit code, but it is still the cause.
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$walk" --fail-rank 1 --exit-code 0 >"$out" 2>&1
+  rc=$?
+  [ "$rc" -ne 0 ] || fail "gyre-run exited 0 although ranks failed"
+  grep -q 'gyre-run: job failed; rank 1 ended (exit code 0) while the others still ran, then rank [023] failed first' "$out" ||
+    fail "gyre-run did not name rank 1, which left early, first"
+  for r in 0 2 3; do
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone " "$out" ||
+      fail "rank $r did not name rank 1 first after it left with exit code 0"
+  done
   ;;
 signal)
   # SIGTERM to gyre-run reaches every rank; gyre-run exits with 128+15.
@@ -95,6 +106,7 @@ bind)
 torch-env)
   # torch-style variables: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
   for attempt in 1 2 3; do
+    : >"$out"
     port=$(( 20000 + RANDOM % 20000 ))
     pids=()
     for r in 0 1 2; do
@@ -109,6 +121,11 @@ torch-env)
   done
   [ $ok -eq 1 ] || fail "torch-style init failed 3 times"
   grep -q 'walkthrough: 3 ranks, all correct' "$out" || fail "no success line"
+  # No GYRE_SECRET here: every rank says once that its connections are unauthenticated.
+  for r in 0 1 2; do
+    [ "$(grep -c "rank $r: job 'default' has no secret, so its connections are not authenticated.*GYRE_SECRET" "$out")" -eq 1 ] ||
+      fail "rank $r did not warn exactly once about the missing secret"
+  done
   ;;
 multi-node)
   # A standalone gyre-rendezvous and two "machines" (two gyre-run) of 2 ranks each.
@@ -146,8 +163,8 @@ kill9)
   [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 2 killed by SIGKILL)"
   grep -q 'gyre-run: rank 2 failed (signal 9 (SIGKILL))' "$out" || fail "gyre-run did not name rank 2 and SIGKILL"
   for r in 0 1 3; do
-    grep -qE "^\[$r\] walkthrough: .*all_reduce #[0-9]+ .*rank 2 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
-      fail "rank $r did not name rank 2"
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 2 is gone .*all_reduce #[0-9]+ .*rank 2 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
+      fail "rank $r did not name rank 2 first"
   done
   [ "$ms" -lt 15000 ] || fail "took $ms ms from the kill to the end of the job"
   echo "kill9: job ended ${ms} ms after the kill (including gyre-run's grace period)"
@@ -174,6 +191,53 @@ mismatch)
     [ $(( $(date +%s) - start )) -lt 15 ] || fail "$kind mismatch: not detected well before the timeout"
     grep -q 'invalid usage: .*ranks disagree' "$out" || fail "$kind mismatch: no 'ranks disagree' error"
   done
+  ;;
+joins)
+  # Processes that do not fit the job are named by every rank, well before the timeout.
+  start_rendezvous --secret s3
+  export GYRE_RENDEZVOUS=$address GYRE_SECRET=s3 GYRE_TIMEOUT=30
+  # 1. Two processes given rank 1 of a 2-rank job: the second claimant names both.
+  start=$(date +%s)
+  pids=()
+  for r in 0 1 1; do
+    GYRE_JOB_ID=dup GYRE_RANK=$r GYRE_WORLD_SIZE=2 timeout 60 "$walk" --loop 200 >>"$out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  grep -qE "rank 1 of job 'dup' was claimed twice: by pid [0-9]+ on .* and by pid [0-9]+" "$out" ||
+    fail "the duplicate rank 1 was not named"
+  [ $(( $(date +%s) - start )) -lt 20 ] || fail "duplicate rank: not detected well before the timeout"
+  # 2. Ranks that disagree on the world size: both say what differed, the waiting one too.
+  : >"$out"
+  start=$(date +%s)
+  GYRE_JOB_ID=sizes GYRE_RANK=0 GYRE_WORLD_SIZE=2 timeout 60 "$walk" >"$out.0" 2>&1 &
+  p0=$!
+  GYRE_JOB_ID=sizes GYRE_RANK=1 GYRE_WORLD_SIZE=3 timeout 60 "$walk" >"$out.1" 2>&1 &
+  p1=$!
+  wait $p0; rc0=$?
+  wait $p1; rc1=$?
+  cat "$out.0" "$out.1" >"$out"
+  rm -f "$out.0" "$out.1"
+  [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] || fail "a rank of a job with two world sizes succeeded"
+  [ $(( $(date +%s) - start )) -lt 15 ] || fail "world sizes: not detected well before the timeout"
+  [ "$(grep -c 'ranks disagree: rank [01] says the communicator has [23] ranks, rank [01] says [23]' "$out")" -eq 2 ] ||
+    fail "not every rank said which world sizes differed"
+  # 3. Two 2-rank jobs launched with one job id (a unique id shared by two jobs): the
+  #    ranks that lose the claim name it; nothing hangs.
+  : >"$out"
+  start=$(date +%s)
+  pids=()
+  for r in 0 1 0 1; do
+    GYRE_JOB_ID=twice GYRE_RANK=$r GYRE_WORLD_SIZE=2 timeout 60 "$walk" --loop 200 >>"$out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  [ "$(grep -c "of job 'twice' was claimed twice" "$out")" -ge 2 ] ||
+    fail "the two jobs sharing an id were not named by the ranks left out"
+  [ $(( $(date +%s) - start )) -lt 20 ] || fail "shared id: not detected well before the timeout"
+  unset GYRE_RENDEZVOUS GYRE_SECRET GYRE_TIMEOUT
+  kill $server
+  rm -f "$out.server"
   ;;
 rendezvous-killed)
   # The rendezvous dies after init: running collectives go on; a new communicator fails clearly.

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <numeric>
 #include <thread>
 
 #include "runtime/store/tcp_store.h"
@@ -186,4 +188,67 @@ TEST_CASE("no descriptor of a job is inherited by the processes a rank starts") 
     CHECK((flags >= 0 && (flags & FD_CLOEXEC)));
   }
   CHECK(sockets >= 3 * 2 + 1);  // at least: each rank's two ring connections, a listener
+}
+
+namespace {
+
+size_t openDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("silent strangers on a data port are bounded in number, not by a fixed 10 s timer") {
+  CommConfig base = test::tinySlots(30000ms);
+  base.secret = "the-real-secret";
+  test::ThreadJob job(4, base, "silent-strangers");  // pairs 0-2 and 1-3 connect on first use
+  const Endpoint port2 = endpointOf(job.comm(2).dataAddress());
+  const size_t before = openDescriptors();
+  std::vector<int> strangers;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port2.port);
+    inet_pton(AF_INET, port2.host.c_str(), &addr.sin_addr);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    strangers.push_back(fd);
+  }
+  // Counts whose connections rank 2 has closed (reads end of file at once).
+  const auto closedByRank2 = [&] {
+    int closed = 0;
+    for (int fd : strangers) {
+      pollfd p{fd, POLLIN, 0};
+      char byte;
+      if (::poll(&p, 1, 0) > 0 && ::recv(fd, &byte, 1, MSG_DONTWAIT) == 0) ++closed;
+    }
+    return closed;
+  };
+  // Rank 2 keeps at most 64 handshakes open: the oldest strangers are dropped as others come.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (closedByRank2() < 200 - 64 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  CHECK(closedByRank2() >= 200 - 64);
+  CHECK(openDescriptors() - before <= 200 + 64 + 8);
+  // The rest wait as long as the job's timeout (30 s) allows, past the old fixed 10 s: a
+  // rank stalled mid-handshake is still let in.
+  std::this_thread::sleep_for(11s);
+  CHECK(closedByRank2() <= 200 - 64 + 1);
+  // And the job's own new connections get through.
+  std::vector<int32_t> value(1000);
+  job.run([&](Communicator& c, int r) {
+    if (r == 0) {
+      std::iota(value.begin(), value.end(), 7);
+      c.send(value.data(), value.size(), DataType::i32, 2);
+    } else if (r == 2) {
+      std::vector<int32_t> got(1000, -1);
+      c.recv(got.data(), got.size(), DataType::i32, 0);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == int32_t(7 + i));
+    }
+  });
+  for (int fd : strangers) ::close(fd);
 }

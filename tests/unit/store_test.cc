@@ -10,6 +10,9 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "base/auth.h"
@@ -86,7 +89,8 @@ void handshake(asio::ip::tcp::socket& sock, const std::string& job) {
   store::Reader in(reply);
   REQUIRE(in.u8() == 0);
   const std::string serverNonce = in.str(64);
-  const auto m = auth::mac("", "gyre-store-client", job, serverNonce, auth::view(nonce));
+  const auto m =
+      auth::mac(auth::jobKey("", job), "gyre-store-client", job, serverNonce, auth::view(nonce));
   store::Writer w;
   w.u8(uint8_t(store::Op::auth)).str({reinterpret_cast<const char*>(m.data()), m.size()});
   asio::write(sock, asio::buffer(w.frame()));
@@ -161,6 +165,7 @@ TEST_CASE("one server, many jobs: keys never cross jobs") {
 TEST_CASE("concurrent adds from many clients are atomic") {
   StoreServer server;
   server.start();
+  auto holder = client(server, "counter");  // keeps the job (and its keys) alive throughout
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
@@ -169,7 +174,7 @@ TEST_CASE("concurrent adds from many clients are atomic") {
     });
   }
   for (auto& t : threads) t.join();
-  CHECK(client(server, "counter")->add("n", 0) == 800);
+  CHECK(holder->add("n", 0) == 800);
 }
 
 TEST_CASE("hostile clients lose their own connection; the server keeps serving") {
@@ -447,4 +452,105 @@ TEST_CASE("a job is forgotten when its last client leaves: memory freed, counter
   auto again = client(server, "default");
   CHECK(again->add("communicators/0", 1) == 2);
   CHECK(server.jobCount() == 1);
+}
+
+TEST_CASE("the empty key is never used: a job without a secret gets a key of its own") {
+  CHECK_THROWS_AS(auth::mac("", "label", "a"), Failure);
+  CHECK(auth::jobKey("s3", "job") == "s3");
+  const std::string a = auth::jobKey("", "job-a"), b = auth::jobKey("", "job-b");
+  CHECK_FALSE(a.empty());
+  CHECK(a != b);
+  CHECK(auth::mac(a, "label", "x") != auth::mac(b, "label", "x"));
+}
+
+namespace {
+
+// A one-connection server that reads the client's hello and answers with `respond` (given the
+// hello body); then holds the connection silent until the test ends.
+class FakeServer {
+ public:
+  explicit FakeServer(std::function<std::string(const std::string&)> respond)
+      : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, respond = std::move(respond)] {
+      asio::ip::tcp::socket sock(io_);
+      acceptor_.accept(sock);
+      const std::string hello = readFrame(sock);
+      asio::write(sock, asio::buffer(respond(hello)));
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return stop_; });
+    });
+  }
+  ~FakeServer() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Failure connectFails(uint16_t port) {
+  TcpStoreOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.jobId = "job";
+  o.connectTimeout = 1000ms;
+  try {
+    TcpStore store(o);
+  } catch (const Failure& f) {
+    return f;
+  }
+  FAIL("the client connected");
+  return Failure(Code::internal, "");
+}
+
+}  // namespace
+
+TEST_CASE("a rendezvous address with port 0 is refused at once") {
+  const auto start = std::chrono::steady_clock::now();
+  const Failure f = connectFails(0);
+  CHECK(f.status().code == Code::invalid_argument);
+  CHECK_MESSAGE(std::string(f.what()).find("port 0") != std::string::npos, f.what());
+  CHECK(std::chrono::steady_clock::now() - start < 500ms);
+}
+
+TEST_CASE("a server that is not a gyre rendezvous is named as such") {
+  FakeServer http(
+      [](const std::string&) { return std::string("HTTP/1.1 400 Bad Request\r\n\r\n"); });
+  const Failure f = connectFails(http.port());
+  CHECK(f.status().code == Code::remote_error);
+  CHECK_MESSAGE(std::string(f.what()).find("is not a gyre rendezvous") != std::string::npos,
+                f.what());
+}
+
+TEST_CASE("a rendezvous that stalls during authentication is not reported as a wrong secret") {
+  // Proves the (absent) secret correctly, then never answers the client's proof.
+  FakeServer stalled([](const std::string& helloBody) {
+    store::Reader in(helloBody);
+    in.u8();
+    in.u16();
+    const std::string job = in.str(64), clientNonce = in.str(64);
+    const auto serverNonce = auth::randomNonce();
+    const auto proof = auth::mac(auth::jobKey("", job), "gyre-store-server", job, clientNonce,
+                                 auth::view(serverNonce));
+    store::Writer w;
+    w.u8(0).str(auth::view(serverNonce)).str({reinterpret_cast<const char*>(proof.data()), 32});
+    return w.frame();
+  });
+  const Failure f = connectFails(stalled.port());
+  CHECK(f.status().code == Code::timeout);
+  const std::string text = f.what();
+  CHECK_MESSAGE(text.find("did not answer this client's authentication") != std::string::npos,
+                text);
+  CHECK(text.find("secret") == std::string::npos);
 }

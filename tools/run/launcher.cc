@@ -32,6 +32,7 @@ struct Child {
   std::string outPartial, errPartial;
   bool exited = false;
   int status = 0;
+  bool endedBeforeFailure = false;  // exited 0 while no rank had failed yet
 };
 
 void writeAll(int fd, const std::string& text) {
@@ -254,27 +255,49 @@ int launch(const LaunchOptions& o) {
         if (killAt == Clock::time_point::max()) killAt = Clock::now() + o.grace * 2;
       }
     }
+    // Ranks that fail because another died exit within milliseconds of it, often before
+    // this loop looks: among those found in one pass, a rank killed by a signal is the cause
+    // rather than the ranks that reported losing it.
+    int failedNow = -1;
     for (auto& c : children) {
       if (c.exited) continue;
       int status = 0;
       if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.exited = true;
       c.status = status;
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && firstFailure < 0) {
-        firstFailure = int(&c - children.data());
-        if (interrupts == 0) result = exitCodeOf(status);
-        std::fprintf(stderr, "gyre-run: rank %d failed (%s); stopping the other ranks in %lld ms\n",
-                     c.rank, describeStatus(status).c_str(), (long long)o.grace.count());
-        termAt = Clock::now() + o.grace;
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        if (firstFailure < 0) c.endedBeforeFailure = true;
+        continue;
       }
+      const int index = int(&c - children.data());
+      if (failedNow < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(children[failedNow].status))) {
+        failedNow = index;
+      }
+    }
+    if (failedNow >= 0 && firstFailure < 0) {
+      firstFailure = failedNow;
+      const Child& c = children[failedNow];
+      if (interrupts == 0) result = exitCodeOf(c.status);
+      std::fprintf(stderr, "gyre-run: rank %d failed (%s); stopping the other ranks in %lld ms\n",
+                   c.rank, describeStatus(c.status).c_str(), (long long)o.grace.count());
+      termAt = Clock::now() + o.grace;
     }
   }
   close(sigfd);
   if (firstFailure >= 0) {
-    std::string summary = "gyre-run: job failed; rank " +
-                          std::to_string(children[firstFailure].rank) + " failed first (" +
-                          describeStatus(children[firstFailure].status) + ")";
+    // A rank that leaves while the others still need it fails them without failing: it
+    // comes first.
+    std::string early;
+    for (const auto& c : children) {
+      if (c.endedBeforeFailure) early += (early.empty() ? "" : ", ") + std::to_string(c.rank);
+    }
+    std::string summary = "gyre-run: job failed; ";
+    if (!early.empty()) {
+      summary += "rank" + std::string(early.find(',') == std::string::npos ? " " : "s ") + early +
+                 " ended (exit code 0) while the others still ran, then ";
+    }
+    summary += "rank " + std::to_string(children[firstFailure].rank) + " failed first (" +
+               describeStatus(children[firstFailure].status) + ")";
     for (auto& c : children) {
       if (&c - children.data() == firstFailure) continue;
       if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {

@@ -39,8 +39,10 @@ RdmaConnection::RdmaConnection(std::unique_ptr<RdmaEndpoint> endpoint,
       endpoint_(std::move(endpoint)),
       peerAddress_(peerAddress),
       selfRank_(selfRank),
-      socket_(fd, "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
-                      " failed over rdma: ") {
+      socket_(fd,
+              "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
+                  " failed over rdma: ",
+              peer) {
   auto linkOf = [&](LinkCounters& counters, std::byte* ring) {
     Link link;
     link.counters = &counters;

@@ -37,7 +37,7 @@ ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer,
       socket_(fd,
               "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
                   " failed over shm: ",
-              [this] { wakeSleepers(); }) {
+              peer, [this] { wakeSleepers(); }) {
   const ShmLayout layout = ShmLayout::of(config.nSlots, config.slotBytes);
   auto* base = static_cast<std::byte*>(segment_.data());
   auto linkAt = [&](int d) {

@@ -314,8 +314,10 @@ uint32_t TcpConnection::readFrames() {
 void TcpConnection::fail(const std::string& what, int err) {
   if (closed_.load()) return;
   const std::string cause = err == 0 ? "connection closed by the peer" : errnoText(err);
-  fail(Status{Code::remote_error, "rank " + std::to_string(selfRank_) + ": " + what + " rank " +
-                                      std::to_string(peer()) + " failed over tcp: " + cause});
+  fail(Status{Code::remote_error,
+              "rank " + std::to_string(selfRank_) + ": " + what + " rank " +
+                  std::to_string(peer()) + " failed over tcp: " + cause,
+              peer()});
 }
 
 void TcpConnection::fail(Status status) {

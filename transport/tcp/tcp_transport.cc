@@ -30,7 +30,12 @@ struct TcpTransport::Pending {
   wire::Proof proof{};
   wire::Ack ack{};
   std::string remote;
+  bool settled = false;  // handed over or refused: no longer counts as handshaking
 };
+
+namespace {
+constexpr size_t kMaxHandshaking = 64;
+}  // namespace
 
 TcpTransport::TcpTransport(EventLoop& loop, LinkConfig config, std::string listenHost)
     : loop_(loop),
@@ -113,6 +118,8 @@ void TcpTransport::acceptOnLoop() {
       asio::error_code ignored;
       auto remote = pending->socket.remote_endpoint(ignored);
       pending->remote = remote.address().to_string() + ":" + std::to_string(remote.port());
+      limitHandshakes();
+      handshaking_.push_back(pending);
       readHelloOnLoop(pending);
     } else {
       // Out of descriptors (or another failure that would repeat at once): the connection
@@ -131,6 +138,34 @@ void TcpTransport::acceptOnLoop() {
     }
     acceptOnLoop();
   });
+}
+
+void TcpTransport::limitHandshakes() {
+  while (!handshaking_.empty()) {
+    auto front = handshaking_.front().lock();
+    if (front && !front->settled) break;
+    handshaking_.pop_front();
+  }
+  if (handshaking_.size() < kMaxHandshaking) return;
+  // Count the live ones (settled ones may sit behind the front), then drop the oldest.
+  size_t live = 0;
+  std::shared_ptr<Pending> oldest;
+  for (const auto& weak : handshaking_) {
+    auto p = weak.lock();
+    if (!p || p->settled) continue;
+    if (!oldest) oldest = p;
+    ++live;
+  }
+  if (live < kMaxHandshaking || !oldest) return;
+  if (!warnedHandshakesFull_) {
+    warnedHandshakesFull_ = true;  // once: a flood must not flood the log too
+    GYRE_LOG(warn, "rank " + std::to_string(config_.rank) + ": " + std::to_string(kMaxHandshaking) +
+                       " connections on the data port have not finished their handshake; "
+                       "dropping the oldest as new ones come (strangers on the port?)");
+  }
+  oldest->settled = true;
+  asio::error_code ignored;
+  oldest->socket.close(ignored);
 }
 
 // A peer that stops talking during the handshake is dropped after the handshake timeout.
@@ -217,6 +252,7 @@ void TcpTransport::sendChallengeOnLoop(std::shared_ptr<Pending> pending) {
 
 void TcpTransport::handOverOnLoop(std::shared_ptr<Pending> pending) {
   auto ready = [this, pending] {
+    pending->settled = true;
     pending->timer.cancel();
     std::lock_guard lock(mutex_);
     const auto key = std::make_pair(int(pending->hello.fromRank), int(pending->hello.channel));

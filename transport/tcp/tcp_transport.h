@@ -8,6 +8,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -47,6 +48,7 @@ class TcpTransport : public Transport {
   struct Pending;
   void acceptOnLoop();
   void armHandshakeTimer(const std::shared_ptr<Pending>& pending);
+  void limitHandshakes();  // before a new handshake: drops the oldest past the limit
   void readHelloOnLoop(std::shared_ptr<Pending> pending);
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
   void handOverOnLoop(std::shared_ptr<Pending> pending);
@@ -64,6 +66,11 @@ class TcpTransport : public Transport {
   asio::steady_timer acceptRetry_;  // after a failed accept (out of descriptors)
   bool acceptFailing_ = false;
   std::map<uint16_t, AcceptHook> acceptHooks_;
+  // Accepted connections still in their handshake, oldest first (loop thread only). A
+  // handshake may take as long as the job's timeout (a peer can be stalled), so strangers
+  // are bounded by number instead: past the limit a new connection drops the oldest.
+  std::deque<std::weak_ptr<Pending>> handshaking_;
+  bool warnedHandshakesFull_ = false;
 
   std::mutex mutex_;
   std::condition_variable accepted_cv_;
