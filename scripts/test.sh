@@ -41,11 +41,12 @@ cmake --build build-tsan -j "$jobs" --target unit_tests collective_tests
 echo "=== libFuzzer targets (${GYRE_FUZZ_SECONDS:-30} s each)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGYRE_FUZZ=ON -DGYRE_WITH_CUDA=OFF -DGYRE_BUILD_TESTS=OFF -DGYRE_BUILD_TOOLS=OFF
-cmake --build build-fuzz -j "$jobs" --target store_request_fuzz handshake_fuzz frame_fuzz
-for target in store_request handshake frame; do
+cmake --build build-fuzz -j "$jobs" --target store_request_fuzz handshake_fuzz frame_fuzz c_api_fuzz
+for target in store_request handshake frame c_api; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
-  build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="${GYRE_FUZZ_SECONDS:-30}" \
+  LSAN_OPTIONS="suppressions=$suppressions" \
+    build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="${GYRE_FUZZ_SECONDS:-30}" \
     -print_final_stats=1 "$corpus" 2>&1 | grep -E '^(stat::number_of_executed_units|Done|==[0-9]+==ERROR)'
 done
 echo "fuzz: no crash"

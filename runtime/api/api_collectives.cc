@@ -385,9 +385,10 @@ gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbu
                             gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
     const auto type = typeOf(datatype);
+    // Copied now: a group runs the call later, when the caller's arrays may be gone.
+    const auto counts = copied(comm, "all_gather_v", recvcounts, "recvcounts");
+    const auto at = copied(comm, "all_gather_v", displs, "displs");
     if (onStream(stream, {sendbuff, recvbuff})) {
-      const auto counts = copied(comm, "all_gather_v", recvcounts, "recvcounts");
-      const auto at = copied(comm, "all_gather_v", displs, "displs");
       return streamed(
           comm, stream, "all_gather_v",
           {{sendbuff, bytesOf(comm, "all_gather_v", sendcount, type), In, "sendbuff"},
@@ -397,7 +398,7 @@ gyreResult_t gyreAllGatherV(const void* sendbuff, size_t sendcount, void* recvbu
           });
     }
     runOrDefer(comm, [=](gyre::Communicator& c) {
-      c.allGatherV(sendbuff, sendcount, recvbuff, recvcounts, displs, type);
+      c.allGatherV(sendbuff, sendcount, recvbuff, counts.data(), at.data(), type);
     });
   });
 }
@@ -407,11 +408,12 @@ gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts, const
                            gyreDataType_t datatype, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
     const auto type = typeOf(datatype);
+    // Copied now: a group runs the call later, when the caller's arrays may be gone.
+    const auto sc = copied(comm, "all_to_all_v", sendcounts, "sendcounts");
+    const auto sd = copied(comm, "all_to_all_v", sdispls, "sdispls");
+    const auto rc = copied(comm, "all_to_all_v", recvcounts, "recvcounts");
+    const auto rd = copied(comm, "all_to_all_v", rdispls, "rdispls");
     if (onStream(stream, {sendbuff, recvbuff})) {
-      const auto sc = copied(comm, "all_to_all_v", sendcounts, "sendcounts");
-      const auto sd = copied(comm, "all_to_all_v", sdispls, "sdispls");
-      const auto rc = copied(comm, "all_to_all_v", recvcounts, "recvcounts");
-      const auto rd = copied(comm, "all_to_all_v", rdispls, "rdispls");
       return streamed(
           comm, stream, "all_to_all_v",
           {{sendbuff, extentBytes(comm, "all_to_all_v", sc, sd, type), In, "sendbuff"},
@@ -421,7 +423,7 @@ gyreResult_t gyreAllToAllV(const void* sendbuff, const size_t* sendcounts, const
           });
     }
     runOrDefer(comm, [=](gyre::Communicator& c) {
-      c.allToAllV(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, type);
+      c.allToAllV(sendbuff, sc.data(), sd.data(), recvbuff, rc.data(), rd.data(), type);
     });
   });
 }

@@ -14,7 +14,7 @@ namespace gyre {
 void checkTypeAndOp(int rank, const char* what, DataType type, RedOp op);
 // `root` names a rank of [0, nranks); `role` says which argument it was ("root", "peer").
 void checkRank(int rank, const char* what, int root, int nranks, const char* role = "root");
-// count × element size × blocks, refused when it does not fit a size_t.
+// count × element size × blocks, refused past PTRDIFF_MAX (the largest possible buffer).
 size_t checkedBytes(int rank, const char* what, size_t count, DataType type, size_t blocks = 1);
 
 }  // namespace gyre
