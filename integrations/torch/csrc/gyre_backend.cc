@@ -1,0 +1,221 @@
+#include "gyre_backend.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace gyre_torch {
+
+namespace {
+
+std::string lastError() {
+  const char* message = gyreGetLastError(nullptr);
+  return message && *message ? message : "no message";
+}
+
+}  // namespace
+
+// ---- work --------------------------------------------------------------------------------
+
+bool GyreWork::isCompleted() {
+  std::lock_guard lock(completion_->mutex);
+  return completion_->done;
+}
+
+bool GyreWork::isSuccess() const {
+  std::lock_guard lock(completion_->mutex);
+  return completion_->done && !completion_->error;
+}
+
+std::exception_ptr GyreWork::exception() const {
+  std::lock_guard lock(completion_->mutex);
+  return completion_->error;
+}
+
+std::vector<at::Tensor> GyreWork::result() {
+  return completion_->outputs;
+}
+
+bool GyreWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(completion_->mutex);
+  const auto done = [&] { return completion_->done; };
+  if (timeout == kNoTimeout) {
+    completion_->changed.wait(lock, done);
+  } else if (!completion_->changed.wait_for(lock, timeout, done)) {
+    TORCH_CHECK(false, "gyre: work not completed within the wait's ", timeout.count(), " ms");
+  }
+  if (completion_->error) std::rethrow_exception(completion_->error);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> GyreWork::getFuture() {
+  return completion_->future;
+}
+
+// ---- backend -----------------------------------------------------------------------------
+
+GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), timeout_(timeout) {
+  // Like ProcessGroupNCCL: rank 0 makes the id, the store (already prefixed per group by
+  // torch) carries it to the others.
+  gyreUniqueId id;
+  const std::string key = "gyre_unique_id";
+  if (rank == 0) {
+    if (gyreGetUniqueId(&id) != gyreSuccess) raise("init (unique id)", gyreInternalError);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
+    store->set(key, std::vector<uint8_t>(bytes, bytes + sizeof id.internal));
+  } else {
+    store->wait({key}, timeout);
+    const auto bytes = store->get(key);
+    TORCH_CHECK(bytes.size() == sizeof id.internal, "gyre init: malformed unique id in the store");
+    std::memcpy(id.internal, bytes.data(), bytes.size());
+  }
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  const auto ms = timeout.count();
+  config.timeoutMs = ms > 0 && ms < int64_t(INT32_MAX) ? int(ms) : 0;
+  const gyreResult_t r = gyreCommInitRankConfig(&comm_, size, id, rank, &config);
+  if (r != gyreSuccess) raise("init", r);
+  completer_ = std::thread([this] { completeLoop(); });
+}
+
+GyreBackend::~GyreBackend() {
+  {
+    std::lock_guard lock(queueMutex_);
+    stopping_ = true;
+  }
+  queueChanged_.notify_all();
+  if (completer_.joinable()) completer_.join();
+  if (comm_) gyreCommDestroy(comm_);
+}
+
+void GyreBackend::raise(const char* what, gyreResult_t result) const {
+  TORCH_CHECK(false, "gyre ", what, " failed (", gyreGetErrorString(result), "): ", lastError());
+}
+
+c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
+  auto completion = std::make_shared<Completion>();
+  completion->outputs = l.outputs;
+  completion->keepAlive = std::move(l.keepAlive);
+  completion->finishers = std::move(l.finishers);
+  completion->future =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  std::lock_guard lock(launchMutex_);
+  if (coalescing_) {
+    const gyreResult_t r = l.call();
+    if (r != gyreSuccess) raise(l.what, r);
+    coalesced_.push_back(completion);
+    return c10::make_intrusive<GyreWork>(completion);
+  }
+  if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
+  const gyreResult_t r = l.call();
+  const std::string callError = r == gyreSuccess ? "" : lastError();
+  gyreWork_t work = nullptr;
+  const gyreResult_t e = gyreGroupEndAsync(&work);  // the group ends even when the call failed
+  if (r != gyreSuccess) {
+    if (work) {
+      gyreWorkWait(work, 0);
+      gyreWorkFree(work);
+    }
+    TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
+  }
+  if (e != gyreSuccess) raise(l.what, e);
+  {
+    std::lock_guard qlock(queueMutex_);
+    queue_.emplace_back(work, completion);
+  }
+  queueChanged_.notify_all();
+  return c10::make_intrusive<GyreWork>(completion);
+}
+
+void GyreBackend::completeLoop() {
+  while (true) {
+    std::pair<gyreWork_t, std::shared_ptr<Completion>> item;
+    {
+      std::unique_lock lock(queueMutex_);
+      queueChanged_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = queue_.front();
+      queue_.pop_front();
+    }
+    auto& [work, completion] = item;
+    // Each gyre operation ends by its own deadline (the communicator's timeout), so this
+    // wait ends too; slices keep the thread responsive.
+    gyreResult_t r;
+    while ((r = gyreWorkWait(work, 1000)) == gyreTimeout) {
+      int done = 0;
+      if (gyreWorkTest(work, &done) == gyreSuccess && done) continue;
+    }
+    std::exception_ptr error;
+    if (r != gyreSuccess) {
+      error = std::make_exception_ptr(std::runtime_error(
+          std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError()));
+    }
+    gyreWorkFree(work);
+    if (!error) {
+      try {
+        for (auto& finish : completion->finishers) finish();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    finish(*completion, error);
+    for (auto& follower : completion->followers) finish(*follower, error);
+  }
+}
+
+void GyreBackend::finish(Completion& c, std::exception_ptr error) {
+  {
+    std::lock_guard lock(c.mutex);
+    c.error = error;
+    c.done = true;
+    c.keepAlive.clear();
+  }
+  c.changed.notify_all();
+  if (error) {
+    c.future->setError(error);
+  } else {
+    c.future->markCompleted(c10::IValue(c.outputs));
+  }
+}
+
+void GyreBackend::startCoalescing() {
+  std::lock_guard lock(launchMutex_);
+  TORCH_CHECK(!coalescing_, "gyre: coalescing started twice");
+  if (gyreGroupStart() != gyreSuccess) raise("start coalescing", gyreInternalError);
+  coalescing_ = true;
+}
+
+void GyreBackend::endCoalescing(std::vector<c10::intrusive_ptr<Work>>& /*reqs*/) {
+  std::vector<std::shared_ptr<Completion>> parts;
+  gyreWork_t work = nullptr;
+  gyreResult_t e;
+  {
+    std::lock_guard lock(launchMutex_);
+    TORCH_CHECK(coalescing_, "gyre: end coalescing without start");
+    coalescing_ = false;
+    parts.swap(coalesced_);
+    e = gyreGroupEndAsync(&work);
+  }
+  if (e != gyreSuccess) raise("batched send/recv", e);
+  // One gyre work finishes every call of the batch: their copies back run with it, and each
+  // call's Work and future end with its outcome.
+  auto all = std::make_shared<Completion>();
+  all->future =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  for (auto& p : parts) {
+    for (auto& f : p->finishers) all->finishers.push_back(std::move(f));
+    p->finishers.clear();
+  }
+  all->followers = std::move(parts);
+  {
+    std::lock_guard qlock(queueMutex_);
+    queue_.emplace_back(work, all);
+  }
+  queueChanged_.notify_all();
+}
+
+}  // namespace gyre_torch

@@ -1,0 +1,134 @@
+// gyre as a torch.distributed backend: one gyre communicator per process group, every
+// operation issued through gyre's public C API as a gyre group that completes asynchronously.
+// Compiles against torch 1.13 (a c10d::ProcessGroup) and torch 2.x (a c10d::Backend).
+#pragma once
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gyre/gyre.h"
+
+namespace gyre_torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+// What one gyre work (one torch call, or a coalesced batch of them) finishes: the copies
+// back into non-contiguous outputs, the future, and every waiter.
+struct Completion {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  std::exception_ptr error;
+  std::vector<std::function<void()>> finishers;  // run on success, before `done`
+  std::vector<at::Tensor> outputs;               // Work::result() and the future's value
+  std::vector<at::Tensor> keepAlive;             // staging tensors gyre reads or writes
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  // Calls of a coalesced batch, which end with this one's outcome.
+  std::vector<std::shared_ptr<Completion>> followers;
+};
+
+class GyreWork : public c10d::Work {
+ public:
+  explicit GyreWork(std::shared_ptr<Completion> completion) : completion_(std::move(completion)) {}
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  std::shared_ptr<Completion> completion_;
+};
+
+class GyreBackend : public BackendBase {
+ public:
+  // Collective over the store: rank 0 makes a gyre unique id and publishes it there.
+  GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              std::chrono::milliseconds timeout);
+  ~GyreBackend() override;
+
+  const std::string getBackendName() const override { return "gyre"; }
+
+  using Work = c10d::Work;
+  using Tensors = std::vector<at::Tensor>;
+  c10::intrusive_ptr<Work> broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<Work> allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<Work> allreduce_coalesced(
+      Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<Work> allgather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> allgather_coalesced(std::vector<Tensors>& outputs, Tensors& inputs,
+                                               const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> gather(std::vector<Tensors>& outputs, Tensors& inputs,
+                                  const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<Work> scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                   const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                         std::vector<int64_t>& outputSplits,
+                                         std::vector<int64_t>& inputSplits,
+                                         const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<Work> alltoall(Tensors& outputs, Tensors& inputs,
+                                    const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<Work> send(Tensors& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<Work> recv(Tensors& tensors, int srcRank, int tag) override;
+  c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override;
+  // batch_isend_irecv: the sends and receives between these move together, as one group.
+  void startCoalescing() override;
+  void endCoalescing(std::vector<c10::intrusive_ptr<Work>>& reqs) override;
+
+ private:
+  // A gyre call and what completes it. `call` runs inside a gyre group.
+  struct Launch {
+    const char* what;
+    std::function<gyreResult_t()> call;
+    Tensors outputs;
+    Tensors keepAlive;
+    std::vector<std::function<void()>> finishers;
+  };
+  c10::intrusive_ptr<Work> launch(Launch l);
+  [[noreturn]] void raise(const char* what, gyreResult_t result) const;
+  void completeLoop();
+  static void finish(Completion& c, std::exception_ptr error);
+
+  gyreComm_t comm_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  std::mutex launchMutex_;
+  bool coalescing_ = false;
+  std::vector<std::shared_ptr<Completion>> coalesced_;
+
+  // Works in flight, completed in order by completer_ (gyre runs them in order).
+  std::mutex queueMutex_;
+  std::condition_variable queueChanged_;
+  std::deque<std::pair<gyreWork_t, std::shared_ptr<Completion>>> queue_;
+  bool stopping_ = false;
+  std::thread completer_;
+};
+
+}  // namespace gyre_torch
