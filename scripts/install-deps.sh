@@ -8,6 +8,7 @@ packages=(
   doctest-dev                                   # tests
   clang libclang-rt-14-dev clang-format         # libFuzzer targets, format check
   procps                                        # pgrep, used by the process tests
+  python3-torch libtorch-dev pybind11-dev       # gyre_torch against Debian's torch 1.13
 )
 missing=()
 for p in "${packages[@]}"; do

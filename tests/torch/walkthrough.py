@@ -46,6 +46,44 @@ def run(rank, size):
     t = torch.tensor([float(rank)])
     dist.broadcast(t, src=0)
     check("broadcast", t, torch.tensor([0.0]))
+    # new_group: a gyre sub-communicator of ranks 0 and 2; ranks 1 and 3 are not in it.
+    sub = dist.new_group([0, 2])
+    t = torch.ones(3)
+    if rank in (0, 2):
+        dist.all_reduce(t, group=sub)
+        check("all_reduce on new_group([0, 2])", t, torch.full((3,), 2.0))
+    else:
+        check("untouched outside the group", t, torch.ones(3))
+    # async_op: a Work whose wait(), is_completed() and future work.
+    t = torch.full((1000,), float(rank))
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future()
+    work.wait()
+    if not work.is_completed():
+        raise AssertionError("work not completed after wait()")
+    check("async all_reduce", fut.wait()[0], torch.full((1000,), 6.0))
+    # Objects travel over the other collectives.
+    objects = [None] * size
+    dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})
+    if objects != [{"rank": r, "name": f"r{r}"} for r in range(size)]:
+        raise AssertionError(f"all_gather_object: {objects}")
+    box = [f"from rank 0", 42] if rank == 0 else [None, None]
+    dist.broadcast_object_list(box, src=0)
+    if box != ["from rank 0", 42]:
+        raise AssertionError(f"broadcast_object_list: {box}")
+    # Point to point: isend/irecv around the ring and batch_isend_irecv.
+    nxt, prv = (rank + 1) % size, (rank + size - 1) % size
+    got = torch.full((5,), -1.0)
+    reqs = [dist.isend(torch.full((5,), float(rank)), nxt), dist.irecv(got, prv)]
+    for r in reqs:
+        r.wait()
+    check("isend/irecv", got, torch.full((5,), float(prv)))
+    got = torch.full((5,), -1.0)
+    ops = [dist.P2POp(dist.isend, torch.full((5,), 10.0 + rank), nxt),
+           dist.P2POp(dist.irecv, got, prv)]
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    check("batch_isend_irecv", got, torch.full((5,), 10.0 + prv))
     dist.barrier()
     print(f"rank {rank}: walkthrough correct", flush=True)
 

@@ -151,8 +151,8 @@ void GyreBackend::completeLoop() {
     }
     std::exception_ptr error;
     if (r != gyreSuccess) {
-      error = std::make_exception_ptr(std::runtime_error(
-          std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError()));
+      error = std::make_exception_ptr(
+          std::runtime_error(std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError()));
     }
     gyreWorkFree(work);
     if (!error) {

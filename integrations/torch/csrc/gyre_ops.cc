@@ -76,12 +76,13 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
     spaces.push_back(workspace(t, true, l.finishers));
   }
   std::vector<std::pair<gyreDataType_t, gyreRedOp_t>> kinds;
-  for (auto& ws : spaces) kinds.emplace_back(typeOf(ws, l.what), reduceOpOf(opts.reduceOp, ws, l.what));
+  for (auto& ws : spaces)
+    kinds.emplace_back(typeOf(ws, l.what), reduceOpOf(opts.reduceOp, ws, l.what));
   l.call = [=] {
     for (size_t i = 0; i < spaces.size(); ++i) {
       const auto& ws = spaces[i];
-      const gyreResult_t r = gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws),
-                                           kinds[i].first, kinds[i].second, comm_, nullptr);
+      const gyreResult_t r = gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), kinds[i].first,
+                                           kinds[i].second, comm_, nullptr);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -132,10 +133,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
                                                             const c10d::AllgatherOptions&) {
   checkCpu(input, "all_gather_into_tensor");
   checkCpu(output, "all_gather_into_tensor");
-  TORCH_CHECK(output.numel() == input.numel() * getSize() &&
-                  output.scalar_type() == input.scalar_type(),
-              "gyre all_gather_into_tensor: the output must hold world size x the input's "
-              "elements, of its dtype");
+  TORCH_CHECK(
+      output.numel() == input.numel() * getSize() && output.scalar_type() == input.scalar_type(),
+      "gyre all_gather_into_tensor: the output must hold world size x the input's "
+      "elements, of its dtype");
   Launch l{"all_gather_into_tensor"};
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
@@ -163,8 +164,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(std::vector<Tens
     types.push_back(typeOf(ins.back(), l.what));
     Tensors parts;
     for (auto& perRank : outputs) {
-      TORCH_CHECK(perRank.size() == inputs.size(), "gyre all_gather_coalesced: output lists "
-                                                   "must match the inputs");
+      TORCH_CHECK(perRank.size() == inputs.size(),
+                  "gyre all_gather_coalesced: output lists "
+                  "must match the inputs");
       parts.push_back(perRank[i]);
     }
     l.finishers.push_back(scatterInto(parts, flats.back()));
@@ -242,8 +244,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
   l.call = [=] {
-    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm_,
-                             nullptr);
+    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm_, nullptr);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -254,10 +255,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   checkCpu(input, "reduce_scatter_tensor");
   checkCpu(output, "reduce_scatter_tensor");
-  TORCH_CHECK(input.numel() == output.numel() * getSize() &&
-                  output.scalar_type() == input.scalar_type(),
-              "gyre reduce_scatter_tensor: the input must hold world size x the output's "
-              "elements, of its dtype");
+  TORCH_CHECK(
+      input.numel() == output.numel() * getSize() && output.scalar_type() == input.scalar_type(),
+      "gyre reduce_scatter_tensor: the input must hold world size x the output's "
+      "elements, of its dtype");
   Launch l{"reduce_scatter_tensor"};
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
@@ -285,8 +286,8 @@ void blocksOf(const at::Tensor& t, const std::vector<int64_t>& splits, int n,
     TORCH_CHECK(rows % n == 0, "gyre ", what, ": dim 0 (", rows,
                 ") is not divisible by the world size ", n);
   } else {
-    TORCH_CHECK(int(splits.size()) == n, "gyre ", what, ": ", splits.size(),
-                " split sizes for ", n, " ranks");
+    TORCH_CHECK(int(splits.size()) == n, "gyre ", what, ": ", splits.size(), " split sizes for ", n,
+                " ranks");
     TORCH_CHECK(std::accumulate(splits.begin(), splits.end(), int64_t(0)) == rows, "gyre ", what,
                 ": split sizes do not add up to dim 0 (", rows, ")");
   }
@@ -318,8 +319,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
   blocksOf(in, inputSplits, getSize(), sc, sd, l.what);
   blocksOf(out, outputSplits, getSize(), rc, rd, l.what);
   l.call = [=] {
-    return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(),
-                         rd.data(), type, comm_, nullptr);
+    return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
+                         type, comm_, nullptr);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -341,9 +342,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& 
   std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
   size_t s = 0, r = 0;
   for (size_t i = 0; i < n; ++i) {
-    TORCH_CHECK(inputs[i].scalar_type() == in.scalar_type() &&
-                    outputs[i].scalar_type() == in.scalar_type(),
-                "gyre all_to_all: every tensor must have one dtype");
+    TORCH_CHECK(
+        inputs[i].scalar_type() == in.scalar_type() && outputs[i].scalar_type() == in.scalar_type(),
+        "gyre all_to_all: every tensor must have one dtype");
     sc[i] = count(inputs[i]);
     sd[i] = s;
     s += sc[i];
@@ -353,8 +354,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& 
   }
   const auto type = typeOf(in, l.what);
   l.call = [=] {
-    return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(),
-                         rd.data(), type, comm_, nullptr);
+    return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
+                         type, comm_, nullptr);
   };
   l.finishers.push_back(scatterInto(outputs, out));
   l.outputs = outputs;

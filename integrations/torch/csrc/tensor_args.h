@@ -15,15 +15,24 @@ namespace gyre_torch {
 // gyre's type for a torch dtype; bool travels as uint8 (see reduceOpOf).
 inline gyreDataType_t typeOf(const at::Tensor& t, const char* what) {
   switch (t.scalar_type()) {
-    case at::kFloat: return gyreFloat32;
-    case at::kDouble: return gyreFloat64;
-    case at::kHalf: return gyreFloat16;
-    case at::kBFloat16: return gyreBfloat16;
-    case at::kChar: return gyreInt8;
-    case at::kByte: return gyreUint8;
-    case at::kBool: return gyreUint8;
-    case at::kInt: return gyreInt32;
-    case at::kLong: return gyreInt64;
+    case at::kFloat:
+      return gyreFloat32;
+    case at::kDouble:
+      return gyreFloat64;
+    case at::kHalf:
+      return gyreFloat16;
+    case at::kBFloat16:
+      return gyreBfloat16;
+    case at::kChar:
+      return gyreInt8;
+    case at::kByte:
+      return gyreUint8;
+    case at::kBool:
+      return gyreUint8;
+    case at::kInt:
+      return gyreInt32;
+    case at::kLong:
+      return gyreInt64;
     default:
       TORCH_CHECK(false, "gyre ", what, ": dtype ", t.scalar_type(),
                   " is not supported (float32/64, float16, bfloat16, int8, uint8, int32, int64, "
@@ -35,10 +44,14 @@ inline gyreDataType_t typeOf(const at::Tensor& t, const char* what) {
 inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
   const bool isBool = t.scalar_type() == at::kBool;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return isBool ? gyreMax : gyreSum;
-    case c10d::ReduceOp::PRODUCT: return isBool ? gyreMin : gyreProd;
-    case c10d::ReduceOp::MIN: return gyreMin;
-    case c10d::ReduceOp::MAX: return gyreMax;
+    case c10d::ReduceOp::SUM:
+      return isBool ? gyreMax : gyreSum;
+    case c10d::ReduceOp::PRODUCT:
+      return isBool ? gyreMin : gyreProd;
+    case c10d::ReduceOp::MIN:
+      return gyreMin;
+    case c10d::ReduceOp::MAX:
+      return gyreMax;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(!isBool && at::isFloatingType(t.scalar_type()), "gyre ", what,
                   ": ReduceOp.AVG needs a floating-point tensor");
@@ -63,7 +76,8 @@ inline void checkSingle(const std::vector<at::Tensor>& tensors, const char* what
 
 // A contiguous view of `t` for gyre to work in; when `t` is not contiguous, a copy, and
 // (for outputs) a finisher that copies the result back.
-inline at::Tensor workspace(const at::Tensor& t, bool output, std::vector<std::function<void()>>& fin) {
+inline at::Tensor workspace(const at::Tensor& t, bool output,
+                            std::vector<std::function<void()>>& fin) {
   if (t.is_contiguous()) return t;
   at::Tensor flat = t.contiguous();
   if (output) fin.push_back([t, flat]() mutable { t.copy_(flat); });
@@ -72,13 +86,13 @@ inline at::Tensor workspace(const at::Tensor& t, bool output, std::vector<std::f
 
 // Elements in each of `tensors`, which must all have `expected` elements and `t`'s dtype.
 inline void checkSameShape(const std::vector<at::Tensor>& tensors, const at::Tensor& like, size_t n,
-                    const char* what) {
+                           const char* what) {
   TORCH_CHECK(tensors.size() == n, "gyre ", what, ": expects ", n, " tensors, got ",
               tensors.size());
   for (const auto& t : tensors) {
     checkCpu(t, what);
-    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "gyre ",
-                what, ": every tensor must have the input's dtype and element count");
+    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "gyre ", what,
+                ": every tensor must have the input's dtype and element count");
   }
 }
 
