@@ -16,6 +16,8 @@ from common import free_port
 
 SIZE = 4
 VICTIM = 2
+# torch's exception for a failed backend: DistBackendError (a RuntimeError) from torch 2.
+EXCEPTION = "DistBackendError" if hasattr(dist, "DistBackendError") else "RuntimeError"
 
 
 def killed(rank, results):
@@ -34,7 +36,7 @@ def killed(rank, results):
             t.fill_(1.0)
         results.put((rank, "no error", 0.0))
     except RuntimeError as e:
-        results.put((rank, str(e), time.monotonic() - (start or time.monotonic())))
+        results.put((rank, f"{type(e).__name__}: {e}", time.monotonic() - (start or time.monotonic())))
 
 
 def mismatched(rank, results):
@@ -46,7 +48,7 @@ def mismatched(rank, results):
         dist.all_reduce(torch.ones(10 if rank == 0 else 11))
         results.put((rank, "no error", 0.0))
     except RuntimeError as e:
-        results.put((rank, str(e), time.monotonic() - start))
+        results.put((rank, f"{type(e).__name__}: {e}", time.monotonic() - start))
 
 
 def run(target, expect):
@@ -78,14 +80,15 @@ def run(target, expect):
 
 
 def expect_killed(rank, message, seconds):
-    if not message.startswith(f"gyre: remote error: rank {VICTIM} is gone"):
+    if not message.startswith(f"{EXCEPTION}: gyre: remote error: rank {VICTIM} is gone"):
         raise AssertionError(f"rank {rank} did not name rank {VICTIM} first: {message}")
     if seconds > 15:
         raise AssertionError(f"rank {rank} took {seconds:.1f} s (timeout 60 s)")
 
 
 def expect_mismatch(rank, message, seconds):
-    if "ranks disagree" not in message or "count 10" not in message or "count 11" not in message:
+    if (not message.startswith(f"{EXCEPTION}: gyre: invalid usage") or "ranks disagree" not in message
+            or "count 10" not in message or "count 11" not in message):
         raise AssertionError(f"rank {rank} did not name both sides of the mismatch: {message}")
     if seconds > 15:
         raise AssertionError(f"rank {rank} took {seconds:.1f} s (timeout 60 s)")

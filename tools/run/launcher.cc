@@ -1,11 +1,14 @@
 #include "tools/run/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,9 +112,16 @@ pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask,
     put("GYRE_RENDEZVOUS", o.rendezvous);
     put("GYRE_JOB_ID", o.jobId);
     put("GYRE_SECRET", o.secret);
+    // torch.distributed's env:// names too, so torch programs run under gyre-run as under
+    // torchrun. MASTER_ADDR/PORT: kept when set; on one machine a free port of gyre-run's.
     put("RANK", std::to_string(rank));
     put("WORLD_SIZE", std::to_string(world));
     put("LOCAL_RANK", std::to_string(localRank));
+    put("LOCAL_WORLD_SIZE", std::to_string(o.localRanks));
+    if (!o.masterAddr.empty() && !std::getenv("MASTER_ADDR")) put("MASTER_ADDR", o.masterAddr);
+    if (o.masterPort != 0 && !std::getenv("MASTER_PORT")) {
+      put("MASTER_PORT", std::to_string(o.masterPort));
+    }
     std::vector<char*> argv;
     for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -307,6 +317,22 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "%s\n", summary.c_str());
   }
   return result;
+}
+
+uint16_t freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof addr;
+  uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
 }
 
 std::string signalName(int sig) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,10 @@ struct LaunchOptions {
   int nodeRank = 0;
   std::string rendezvous;  // host:port; the launcher passes it to every rank
   std::string jobId;
-  std::string secret;                     // passed to every rank as GYRE_SECRET
+  std::string secret;  // passed to every rank as GYRE_SECRET
+  // torch's env:// rendezvous (MASTER_ADDR/MASTER_PORT), unless the environment sets them.
+  std::string masterAddr;
+  uint16_t masterPort = 0;
   std::chrono::milliseconds grace{3000};  // after a failure, before SIGTERM, then SIGKILL
   bool prefixOutput = true;
   // "auto": where this machine's ranks do not outnumber the CPUs gyre-run may use, each rank
@@ -23,6 +27,9 @@ struct LaunchOptions {
   std::string bind = "auto";
   std::vector<std::string> command;
 };
+
+// A loopback port nothing listens on now (0 if none could be found).
+uint16_t freeLoopbackPort();
 
 // Blocks SIGINT, SIGTERM and SIGCHLD for the calling thread and the threads it starts
 // later; call first in main, before any thread exists, so the launcher sees every one.

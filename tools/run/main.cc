@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     o.rendezvous = server->address();
+    // For torch programs (env://): rank 0's TCPStore on a port free now on loopback.
+    o.masterAddr = "127.0.0.1";
+    o.masterPort = gyre::run::freeLoopbackPort();
   }
   return gyre::run::launch(o);
 }

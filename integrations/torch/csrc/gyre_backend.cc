@@ -11,6 +11,19 @@ namespace gyre_torch {
 
 namespace {
 
+// torch's exception for a failed collective: DistBackendError (a RuntimeError) from torch 2.
+std::exception_ptr failure(const std::string& message) {
+#if TORCH_VERSION_MAJOR >= 2
+  try {
+    C10_THROW_ERROR(DistBackendError, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+#else
+  return std::make_exception_ptr(std::runtime_error(message));
+#endif
+}
+
 std::string lastError() {
   const char* message = gyreGetLastError(nullptr);
   return message && *message ? message : "no message";
@@ -105,13 +118,13 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
       c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   std::lock_guard lock(launchMutex_);
   if (coalescing_) {
-    const gyreResult_t r = l.call();
+    const gyreResult_t r = l.call(comm_);
     if (r != gyreSuccess) raise(l.what, r);
     coalesced_.push_back(completion);
     return c10::make_intrusive<GyreWork>(completion);
   }
   if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
-  const gyreResult_t r = l.call();
+  const gyreResult_t r = l.call(comm_);
   const std::string callError = r == gyreSuccess ? "" : lastError();
   gyreWork_t work = nullptr;
   const gyreResult_t e = gyreGroupEndAsync(&work);  // the group ends even when the call failed
@@ -144,15 +157,15 @@ void GyreBackend::completeLoop() {
     auto& [work, completion] = item;
     // Each gyre operation ends by its own deadline (the communicator's timeout), so this
     // wait ends too; slices keep the thread responsive.
+    // gyreTimeout means "still running" or "ended with a timeout": gyreWorkTest tells which.
     gyreResult_t r;
     while ((r = gyreWorkWait(work, 1000)) == gyreTimeout) {
       int done = 0;
-      if (gyreWorkTest(work, &done) == gyreSuccess && done) continue;
+      if (gyreWorkTest(work, &done) != gyreSuccess || done) break;
     }
     std::exception_ptr error;
     if (r != gyreSuccess) {
-      error = std::make_exception_ptr(
-          std::runtime_error(std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError()));
+      error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError());
     }
     gyreWorkFree(work);
     if (!error) {
@@ -189,7 +202,17 @@ void GyreBackend::startCoalescing() {
   coalescing_ = true;
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> GyreBackend::endCoalescing() {
+  return endBatch();
+}
+#else
 void GyreBackend::endCoalescing(std::vector<c10::intrusive_ptr<Work>>& /*reqs*/) {
+  endBatch();
+}
+#endif
+
+c10::intrusive_ptr<c10d::Work> GyreBackend::endBatch() {
   std::vector<std::shared_ptr<Completion>> parts;
   gyreWork_t work = nullptr;
   gyreResult_t e;
@@ -216,6 +239,7 @@ void GyreBackend::endCoalescing(std::vector<c10::intrusive_ptr<Work>>& /*reqs*/)
     queue_.emplace_back(work, all);
   }
   queueChanged_.notify_all();
+  return c10::make_intrusive<GyreWork>(all);
 }
 
 }  // namespace gyre_torch

@@ -99,20 +99,34 @@ class GyreBackend : public BackendBase {
   c10::intrusive_ptr<Work> send(Tensors& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<Work> recv(Tensors& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override;
-  // batch_isend_irecv: the sends and receives between these move together, as one group.
+  // Coalescing (batch_isend_irecv, bucketed collectives): the calls between start and end
+  // move together, as one gyre group.
   void startCoalescing() override;
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<Work> endCoalescing() override;
+  bool supportsCoalescing() const override {
+    return true;
+  }
+  c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
+      Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
+      Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) override;
+#else
   void endCoalescing(std::vector<c10::intrusive_ptr<Work>>& reqs) override;
+#endif
 
  private:
   // A gyre call and what completes it. `call` runs inside a gyre group.
   struct Launch {
+    explicit Launch(const char* name) : what(name) {}
     const char* what;
-    std::function<gyreResult_t()> call;
+    std::function<gyreResult_t(gyreComm_t)> call;
     Tensors outputs;
     Tensors keepAlive;
     std::vector<std::function<void()>> finishers;
   };
   c10::intrusive_ptr<Work> launch(Launch l);
+  c10::intrusive_ptr<Work> endBatch();
   [[noreturn]] void raise(const char* what, gyreResult_t result) const;
   void completeLoop();
   static void finish(Completion& c, std::exception_ptr error);

@@ -44,8 +44,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "broadcast");
   const int root = int(opts.rootRank);
-  l.call = [=] {
-    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), count(ws), type, root, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), count(ws), type, root, comm, nullptr);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -59,8 +59,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "all_reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "all_reduce");
-  l.call = [=] {
-    return gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), type, op, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, nullptr);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -78,11 +78,11 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
   std::vector<std::pair<gyreDataType_t, gyreRedOp_t>> kinds;
   for (auto& ws : spaces)
     kinds.emplace_back(typeOf(ws, l.what), reduceOpOf(opts.reduceOp, ws, l.what));
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     for (size_t i = 0; i < spaces.size(); ++i) {
       const auto& ws = spaces[i];
       const gyreResult_t r = gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), kinds[i].first,
-                                           kinds[i].second, comm_, nullptr);
+                                           kinds[i].second, comm, nullptr);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -101,9 +101,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], isRoot, l.finishers);
   const auto type = typeOf(ws, "reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "reduce");
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     return gyreReduce(ws.data_ptr(), isRoot ? ws.data_ptr() : nullptr, count(ws), type, op, root,
-                      comm_, nullptr);
+                      comm, nullptr);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -120,8 +120,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(std::vector<Tensors>& outp
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat = at::empty({int64_t(getSize()) * inputs[0].numel()}, in.options());
   const auto type = typeOf(in, "all_gather");
-  l.call = [=] {
-    return gyreAllGather(in.data_ptr(), flat.data_ptr(), count(in), type, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreAllGather(in.data_ptr(), flat.data_ptr(), count(in), type, comm, nullptr);
   };
   l.finishers.push_back(scatterInto(outputs[0], flat));
   l.outputs = outputs[0];
@@ -141,8 +141,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(in, l.what);
-  l.call = [=] {
-    return gyreAllGather(in.data_ptr(), out.data_ptr(), count(in), type, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreAllGather(in.data_ptr(), out.data_ptr(), count(in), type, comm, nullptr);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -171,10 +171,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(std::vector<Tens
     }
     l.finishers.push_back(scatterInto(parts, flats.back()));
   }
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     for (size_t i = 0; i < ins.size(); ++i) {
       const gyreResult_t r = gyreAllGather(ins[i].data_ptr(), flats[i].data_ptr(), count(ins[i]),
-                                           types[i], comm_, nullptr);
+                                           types[i], comm, nullptr);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -201,9 +201,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::gather(std::vector<Tensors>& outputs
     l.outputs = outputs[0];
   }
   const auto type = typeOf(in, "gather");
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     return gyreGather(in.data_ptr(), isRoot ? flat.data_ptr() : nullptr, count(in), type, root,
-                      comm_, nullptr);
+                      comm, nullptr);
   };
   l.keepAlive = {in, flat};
   return launch(std::move(l));
@@ -223,9 +223,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::scatter(Tensors& outputs, std::vecto
     flat = concatenated(inputs[0]);
   }
   const auto type = typeOf(out, "scatter");
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     return gyreScatter(isRoot ? flat.data_ptr() : nullptr, out.data_ptr(), count(out), type, root,
-                       comm_, nullptr);
+                       comm, nullptr);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -243,8 +243,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   at::Tensor flat = concatenated(inputs[0]);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
-  l.call = [=] {
-    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm, nullptr);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -264,8 +264,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
-  l.call = [=] {
-    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm_, nullptr);
+  l.call = [=](gyreComm_t comm) {
+    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm, nullptr);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -318,9 +318,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
   std::vector<size_t> sc, sd, rc, rd;
   blocksOf(in, inputSplits, getSize(), sc, sd, l.what);
   blocksOf(out, outputSplits, getSize(), rc, rd, l.what);
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
-                         type, comm_, nullptr);
+                         type, comm, nullptr);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -353,9 +353,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& 
     r += rc[i];
   }
   const auto type = typeOf(in, l.what);
-  l.call = [=] {
+  l.call = [=](gyreComm_t comm) {
     return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
-                         type, comm_, nullptr);
+                         type, comm, nullptr);
   };
   l.finishers.push_back(scatterInto(outputs, out));
   l.outputs = outputs;
@@ -370,7 +370,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::send(Tensors& tensors, int dstRank, 
   Launch l{"send"};
   at::Tensor in = tensors[0].contiguous();
   const auto type = typeOf(in, l.what);
-  l.call = [=] { return gyreSend(in.data_ptr(), count(in), type, dstRank, comm_, nullptr); };
+  l.call = [=](gyreComm_t comm) {
+    return gyreSend(in.data_ptr(), count(in), type, dstRank, comm, nullptr);
+  };
   l.keepAlive = {in};
   return launch(std::move(l));
 }
@@ -382,15 +384,50 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(Tensors& tensors, int srcRank, 
   Launch l{"recv"};
   at::Tensor out = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(out, l.what);
-  l.call = [=] { return gyreRecv(out.data_ptr(), count(out), type, srcRank, comm_, nullptr); };
+  l.call = [=](gyreComm_t comm) {
+    return gyreRecv(out.data_ptr(), count(out), type, srcRank, comm, nullptr);
+  };
   l.outputs = tensors;
   l.keepAlive = {out};
   return launch(std::move(l));
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+// FSDP's coalesced all-gathers and reduce-scatters: one gyre group of calls.
+c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_into_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "gyre all_gather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
+  startCoalescing();
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
+  } catch (...) {
+    endCoalescing();  // what was queued runs; the refused call is reported
+    throw;
+  }
+  return endCoalescing();
+}
+
+c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter_tensor_coalesced(
+    Tensors& outputs, Tensors& inputs, const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "gyre reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
+  startCoalescing();
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) _reduce_scatter_base(outputs[i], inputs[i], opts);
+  } catch (...) {
+    endCoalescing();  // what was queued runs; the refused call is reported
+    throw;
+  }
+  return endCoalescing();
+}
+#endif
+
 c10::intrusive_ptr<c10d::Work> GyreBackend::barrier(const c10d::BarrierOptions&) {
   Launch l{"barrier"};
-  l.call = [this] { return gyreBarrier(comm_); };
+  l.call = [](gyreComm_t comm) { return gyreBarrier(comm); };
   return launch(std::move(l));
 }
 
