@@ -109,22 +109,46 @@ void GyreBackend::raise(const char* what, gyreResult_t result) const {
   TORCH_CHECK(false, "gyre ", what, " failed (", gyreGetErrorString(result), "): ", lastError());
 }
 
+namespace {
+
+// The CUDA device of a call's tensors, or -1 when they are on the host; mixing is refused.
+int deviceOf(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, const char* what) {
+  int device = -2;
+  for (const auto* list : {&a, &b}) {
+    for (const auto& t : *list) {
+      if (!t.defined()) continue;
+      const int d = t.is_cuda() ? int(t.get_device()) : -1;
+      TORCH_CHECK(device == -2 || device == d, "gyre ", what,
+                  ": tensors on different devices (CPU and CUDA, or two GPUs) in one call");
+      device = d;
+    }
+  }
+  return device == -2 ? -1 : device;
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   auto completion = std::make_shared<Completion>();
   completion->outputs = l.outputs;
-  completion->keepAlive = std::move(l.keepAlive);
-  completion->finishers = std::move(l.finishers);
   completion->future =
       c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  const int device = deviceOf(l.keepAlive, l.outputs, l.what);
   std::lock_guard lock(launchMutex_);
+  if (device >= 0 && !coalescing_) return launchOnStream(l, completion, device);
+  completion->keepAlive = std::move(l.keepAlive);
+  completion->finishers = std::move(l.finishers);
   if (coalescing_) {
-    const gyreResult_t r = l.call(comm_);
+    TORCH_CHECK(coalesced_.empty() || coalescedDevice_ == device, "gyre ", l.what,
+                ": a coalesced batch mixes host and CUDA tensors");
+    coalescedDevice_ = device;
+    const gyreResult_t r = l.call(comm_, currentStream(device));
     if (r != gyreSuccess) raise(l.what, r);
     coalesced_.push_back(completion);
     return c10::make_intrusive<GyreWork>(completion);
   }
   if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
-  const gyreResult_t r = l.call(comm_);
+  const gyreResult_t r = l.call(comm_, nullptr);
   const std::string callError = r == gyreSuccess ? "" : lastError();
   gyreWork_t work = nullptr;
   const gyreResult_t e = gyreGroupEndAsync(&work);  // the group ends even when the call failed
@@ -136,38 +160,47 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
     TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
   }
   if (e != gyreSuccess) raise(l.what, e);
+  enqueue({work, {}, completion});
+  return c10::make_intrusive<GyreWork>(completion);
+}
+
+void GyreBackend::enqueue(Pending p) {
   {
-    std::lock_guard qlock(queueMutex_);
-    queue_.emplace_back(work, completion);
+    std::lock_guard lock(queueMutex_);
+    queue_.push_back(std::move(p));
   }
   queueChanged_.notify_all();
-  return c10::make_intrusive<GyreWork>(completion);
 }
 
 void GyreBackend::completeLoop() {
   while (true) {
-    std::pair<gyreWork_t, std::shared_ptr<Completion>> item;
+    Pending item;
     {
       std::unique_lock lock(queueMutex_);
       queueChanged_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      item = queue_.front();
+      item = std::move(queue_.front());
       queue_.pop_front();
     }
-    auto& [work, completion] = item;
-    // Each gyre operation ends by its own deadline (the communicator's timeout), so this
-    // wait ends too; slices keep the thread responsive.
-    // gyreTimeout means "still running" or "ended with a timeout": gyreWorkTest tells which.
-    gyreResult_t r;
-    while ((r = gyreWorkWait(work, 1000)) == gyreTimeout) {
-      int done = 0;
-      if (gyreWorkTest(work, &done) != gyreSuccess || done) break;
+    gyreResult_t r = gyreSuccess;
+    if (item.work) {
+      // Each gyre operation ends by its own deadline (the communicator's timeout), so this
+      // wait ends too; slices keep the thread responsive. gyreTimeout means "still running"
+      // or "ended with a timeout": gyreWorkTest tells which.
+      while ((r = gyreWorkWait(item.work, 1000)) == gyreTimeout) {
+        int done = 0;
+        if (gyreWorkTest(item.work, &done) != gyreSuccess || done) break;
+      }
+    } else if (item.waitStream) {
+      r = item.waitStream();
     }
     std::exception_ptr error;
     if (r != gyreSuccess) {
-      error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " + lastError());
+      error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " +
+                      (item.work ? lastError() : gyreGetLastError(comm_)));
     }
-    gyreWorkFree(work);
+    if (item.work) gyreWorkFree(item.work);
+    auto& completion = item.completion;
     if (!error) {
       try {
         for (auto& finish : completion->finishers) finish();
@@ -216,14 +249,18 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::endBatch() {
   std::vector<std::shared_ptr<Completion>> parts;
   gyreWork_t work = nullptr;
   gyreResult_t e;
+  int device = -1;
   {
     std::lock_guard lock(launchMutex_);
     TORCH_CHECK(coalescing_, "gyre: end coalescing without start");
     coalescing_ = false;
     parts.swap(coalesced_);
-    e = gyreGroupEndAsync(&work);
+    device = coalescedDevice_;
+    coalescedDevice_ = -1;
+    // Stream-ordered calls are enqueued on their stream by gyreGroupEnd.
+    e = device >= 0 ? gyreGroupEnd() : gyreGroupEndAsync(&work);
   }
-  if (e != gyreSuccess) raise("batched send/recv", e);
+  if (e != gyreSuccess) raise("a coalesced batch", e);
   // One gyre work finishes every call of the batch: their copies back run with it, and each
   // call's Work and future end with its outcome.
   auto all = std::make_shared<Completion>();
@@ -234,11 +271,14 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::endBatch() {
     p->finishers.clear();
   }
   all->followers = std::move(parts);
-  {
-    std::lock_guard qlock(queueMutex_);
-    queue_.emplace_back(work, all);
+  Pending pending{work, {}, all};
+  if (device >= 0) {
+    // Copies back follow the calls on the stream; the wait is for the stream to pass them.
+    for (auto& f : all->finishers) f();
+    all->finishers.clear();
+    pending.waitStream = streamWaiter(device);
   }
-  queueChanged_.notify_all();
+  enqueue(std::move(pending));
   return c10::make_intrusive<GyreWork>(all);
 }
 

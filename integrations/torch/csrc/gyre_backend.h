@@ -120,7 +120,9 @@ class GyreBackend : public BackendBase {
   struct Launch {
     explicit Launch(const char* name) : what(name) {}
     const char* what;
-    std::function<gyreResult_t(gyreComm_t)> call;
+    // Issues the gyre calls; the stream is torch's current CUDA stream for CUDA tensors, else
+    // null (host memory).
+    std::function<gyreResult_t(gyreComm_t, gyreStream_t)> call;
     Tensors outputs;
     Tensors keepAlive;
     std::vector<std::function<void()>> finishers;
@@ -135,12 +137,28 @@ class GyreBackend : public BackendBase {
   std::chrono::milliseconds timeout_;
   std::mutex launchMutex_;
   bool coalescing_ = false;
+  int coalescedDevice_ = -1;  // the CUDA device of the batch's calls, or -1 (host)
   std::vector<std::shared_ptr<Completion>> coalesced_;
 
-  // Works in flight, completed in order by completer_ (gyre runs them in order).
+  // Works in flight, completed in order by completer_ (gyre runs them in order): a gyre work
+  // (host tensors) or a wait for the CUDA stream to pass the calls (device tensors).
+  struct Pending {
+    gyreWork_t work = nullptr;
+    std::function<gyreResult_t()> waitStream;
+    std::shared_ptr<Completion> completion;
+  };
+  void enqueue(Pending p);
+  // Torch's current CUDA stream on `device`, or null for the host (device -1).
+  static gyreStream_t currentStream(int device);
+  // Records where the current stream of `device` is; the function returned waits until the
+  // stream passed that point, then reports what gyre's stream path found (async error).
+  std::function<gyreResult_t()> streamWaiter(int device);
+  // CUDA: issues `l` on the current stream of `device` and queues a wait for it.
+  c10::intrusive_ptr<Work> launchOnStream(Launch& l, std::shared_ptr<Completion> completion,
+                                          int device);
   std::mutex queueMutex_;
   std::condition_variable queueChanged_;
-  std::deque<std::pair<gyreWork_t, std::shared_ptr<Completion>>> queue_;
+  std::deque<Pending> queue_;
   bool stopping_ = false;
   std::thread completer_;
 };

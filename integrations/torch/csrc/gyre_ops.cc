@@ -44,8 +44,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "broadcast");
   const int root = int(opts.rootRank);
-  l.call = [=](gyreComm_t comm) {
-    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), count(ws), type, root, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), count(ws), type, root, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -59,8 +59,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "all_reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "all_reduce");
-  l.call = [=](gyreComm_t comm) {
-    return gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -78,11 +78,11 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
   std::vector<std::pair<gyreDataType_t, gyreRedOp_t>> kinds;
   for (auto& ws : spaces)
     kinds.emplace_back(typeOf(ws, l.what), reduceOpOf(opts.reduceOp, ws, l.what));
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     for (size_t i = 0; i < spaces.size(); ++i) {
       const auto& ws = spaces[i];
       const gyreResult_t r = gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), kinds[i].first,
-                                           kinds[i].second, comm, nullptr);
+                                           kinds[i].second, comm, stream);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -101,9 +101,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], isRoot, l.finishers);
   const auto type = typeOf(ws, "reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "reduce");
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreReduce(ws.data_ptr(), isRoot ? ws.data_ptr() : nullptr, count(ws), type, op, root,
-                      comm, nullptr);
+                      comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -120,8 +120,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(std::vector<Tensors>& outp
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat = at::empty({int64_t(getSize()) * inputs[0].numel()}, in.options());
   const auto type = typeOf(in, "all_gather");
-  l.call = [=](gyreComm_t comm) {
-    return gyreAllGather(in.data_ptr(), flat.data_ptr(), count(in), type, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreAllGather(in.data_ptr(), flat.data_ptr(), count(in), type, comm, stream);
   };
   l.finishers.push_back(scatterInto(outputs[0], flat));
   l.outputs = outputs[0];
@@ -141,8 +141,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(in, l.what);
-  l.call = [=](gyreComm_t comm) {
-    return gyreAllGather(in.data_ptr(), out.data_ptr(), count(in), type, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreAllGather(in.data_ptr(), out.data_ptr(), count(in), type, comm, stream);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -171,10 +171,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(std::vector<Tens
     }
     l.finishers.push_back(scatterInto(parts, flats.back()));
   }
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     for (size_t i = 0; i < ins.size(); ++i) {
       const gyreResult_t r = gyreAllGather(ins[i].data_ptr(), flats[i].data_ptr(), count(ins[i]),
-                                           types[i], comm, nullptr);
+                                           types[i], comm, stream);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -201,9 +201,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::gather(std::vector<Tensors>& outputs
     l.outputs = outputs[0];
   }
   const auto type = typeOf(in, "gather");
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreGather(in.data_ptr(), isRoot ? flat.data_ptr() : nullptr, count(in), type, root,
-                      comm, nullptr);
+                      comm, stream);
   };
   l.keepAlive = {in, flat};
   return launch(std::move(l));
@@ -223,9 +223,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::scatter(Tensors& outputs, std::vecto
     flat = concatenated(inputs[0]);
   }
   const auto type = typeOf(out, "scatter");
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreScatter(isRoot ? flat.data_ptr() : nullptr, out.data_ptr(), count(out), type, root,
-                       comm, nullptr);
+                       comm, stream);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -243,8 +243,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   at::Tensor flat = concatenated(inputs[0]);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
-  l.call = [=](gyreComm_t comm) {
-    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -264,8 +264,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
-  l.call = [=](gyreComm_t comm) {
-    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -318,9 +318,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
   std::vector<size_t> sc, sd, rc, rd;
   blocksOf(in, inputSplits, getSize(), sc, sd, l.what);
   blocksOf(out, outputSplits, getSize(), rc, rd, l.what);
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
-                         type, comm, nullptr);
+                         type, comm, stream);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -353,9 +353,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& 
     r += rc[i];
   }
   const auto type = typeOf(in, l.what);
-  l.call = [=](gyreComm_t comm) {
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreAllToAllV(in.data_ptr(), sc.data(), sd.data(), out.data_ptr(), rc.data(), rd.data(),
-                         type, comm, nullptr);
+                         type, comm, stream);
   };
   l.finishers.push_back(scatterInto(outputs, out));
   l.outputs = outputs;
@@ -370,8 +370,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::send(Tensors& tensors, int dstRank, 
   Launch l{"send"};
   at::Tensor in = tensors[0].contiguous();
   const auto type = typeOf(in, l.what);
-  l.call = [=](gyreComm_t comm) {
-    return gyreSend(in.data_ptr(), count(in), type, dstRank, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreSend(in.data_ptr(), count(in), type, dstRank, comm, stream);
   };
   l.keepAlive = {in};
   return launch(std::move(l));
@@ -384,8 +384,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(Tensors& tensors, int srcRank, 
   Launch l{"recv"};
   at::Tensor out = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(out, l.what);
-  l.call = [=](gyreComm_t comm) {
-    return gyreRecv(out.data_ptr(), count(out), type, srcRank, comm, nullptr);
+  l.call = [=](gyreComm_t comm, gyreStream_t stream) {
+    return gyreRecv(out.data_ptr(), count(out), type, srcRank, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {out};
@@ -427,7 +427,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter_tensor_coalesced(
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::barrier(const c10d::BarrierOptions&) {
   Launch l{"barrier"};
-  l.call = [](gyreComm_t comm) { return gyreBarrier(comm); };
+  l.call = [](gyreComm_t comm, gyreStream_t) { return gyreBarrier(comm); };
   return launch(std::move(l));
 }
 

@@ -63,9 +63,16 @@ inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, con
   }
 }
 
+// CPU tensors, and CUDA tensors where this module was built with torch's CUDA (stream-ordered
+// on torch's current stream, like ProcessGroupNCCL).
 inline void checkCpu(const at::Tensor& t, const char* what) {
+#ifdef GYRE_TORCH_CUDA
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "gyre ", what,
+              ": only CPU and CUDA tensors are supported (got one on ", t.device(), ")");
+#else
   TORCH_CHECK(t.device().is_cpu(), "gyre ", what, ": only CPU tensors are supported by this build ",
-              "(got one on ", t.device(), ")");
+              "(its torch has no CUDA; got a tensor on ", t.device(), ")");
+#endif
 }
 
 inline void checkSingle(const std::vector<at::Tensor>& tensors, const char* what) {

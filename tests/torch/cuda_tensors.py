@@ -1,0 +1,42 @@
+"""CUDA tensors on "gyre": all_reduce, broadcast, all_gather_into_tensor and
+reduce_scatter_tensor of tensors on the GPU (ranks sharing the GPUs there are), issued on
+torch's current stream. Skipped, saying why, without a GPU or a gyre_torch built with CUDA."""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import gyre_torch  # noqa: F401
+
+if not torch.cuda.is_available():
+    print("cuda_tensors: skipped: torch sees no CUDA device here")
+    sys.exit(77)
+
+dist.init_process_group("gyre")
+rank, size = dist.get_rank(), dist.get_world_size()
+device = torch.device("cuda", rank % torch.cuda.device_count())
+torch.cuda.set_device(device)
+try:
+    t = torch.full((1 << 20,), float(rank + 1), device=device)
+    dist.all_reduce(t)
+except RuntimeError as e:
+    if "only CPU tensors" in str(e):
+        print(f"cuda_tensors: skipped: {e}")
+        sys.exit(77)
+    raise
+want = size * (size + 1) / 2
+torch.cuda.synchronize()
+assert torch.all(t == want).item(), f"rank {rank}: all_reduce gave {t[0].item()}, want {want}"
+b = torch.full((4097,), float(rank), device=device)
+dist.broadcast(b, src=size - 1)
+assert torch.all(b == size - 1).item(), f"rank {rank}: broadcast"
+out = torch.full((size * 1000,), -1.0, device=device)
+dist.all_gather_into_tensor(out, torch.full((1000,), float(rank), device=device))
+assert torch.equal(out.cpu(), torch.arange(size).repeat_interleave(1000).float()), "all_gather"
+rs = torch.empty(1000, device=device)
+dist.reduce_scatter_tensor(rs, torch.ones(size * 1000, device=device))
+assert torch.all(rs == size).item(), f"rank {rank}: reduce_scatter_tensor"
+work = dist.all_reduce(torch.ones(10, device=device), async_op=True)
+work.wait()
+print(f"rank {rank}: CUDA tensors correct on {device}", flush=True)
+dist.destroy_process_group()
