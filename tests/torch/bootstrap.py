@@ -40,17 +40,20 @@ def spawned(rank, size, port, port2, port3):
     dist.init_process_group("gyre", store=store, rank=rank, world_size=size)
     check_all_reduce("store=")
     dist.destroy_process_group()
-    # timeout= bounds gyre's waits: rank 2 arrives 8 s late, the others fail within ~3 s
-    # naming it.
+    # timeout= bounds gyre's waits: a group made with a 3 s timeout (new_group, entered together
+    # from a barrier, so that start-up skew does not count), rank 2 arrives 8 s late, the
+    # others fail within ~3 s naming it.
     dist.init_process_group("gyre", init_method=f"tcp://127.0.0.1:{port3}", rank=rank,
-                            world_size=size, timeout=datetime.timedelta(seconds=3))
+                            world_size=size)
     dist.barrier()
+    short = dist.new_group(timeout=datetime.timedelta(seconds=3))
+    dist.barrier(group=short)
     if rank == 2:
         time.sleep(8)
         os._exit(0)
     start = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(4))
+        dist.all_reduce(torch.ones(4), group=short)
         raise AssertionError(f"rank {rank}: all_reduce returned without rank 2")
     except RuntimeError as e:
         took = time.monotonic() - start
