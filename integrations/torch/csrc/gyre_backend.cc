@@ -1,9 +1,11 @@
 #include "gyre_backend.h"
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -96,6 +98,11 @@ GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 }
 
 GyreBackend::~GyreBackend() {
+  // torch may destroy the group while holding the GIL (destroy_process_group), and the
+  // completion thread may need it: dropping its reference to a tensor that Python already let
+  // go of frees a Python object. Waiting for that thread with the GIL held would deadlock.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
   {
     std::lock_guard lock(queueMutex_);
     stopping_ = true;
