@@ -60,6 +60,7 @@ def spawned(rank, size, port, port2, port3):
         if "timeout" not in str(e) or "rank 2" not in str(e) or not 2.5 < took < 10:
             raise AssertionError(f"rank {rank}: after {took:.1f} s: {e}")
         print(f"timeout=3s: rank {rank} failed after {took:.1f} s: {str(e)[:160]}", flush=True)
+    time.sleep(4)  # exiting at once would show the other waiter a closed peer, not its timeout
     os._exit(0)  # the group cannot be destroyed cleanly without rank 2
 
 
