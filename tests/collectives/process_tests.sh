@@ -200,7 +200,8 @@ joins)
   start=$(date +%s)
   pids=()
   for r in 0 1 1; do
-    GYRE_JOB_ID=dup GYRE_RANK=$r GYRE_WORLD_SIZE=2 timeout 60 "$walk" --loop 200 >>"$out" 2>&1 &
+    # (GYRE_TIMEOUT=8: a straggler that finds the job gone waits alone inside the bound)
+    GYRE_TIMEOUT=8 GYRE_JOB_ID=dup GYRE_RANK=$r GYRE_WORLD_SIZE=2 timeout 60 "$walk" --loop 200 >>"$out" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
