@@ -2,17 +2,15 @@
 per-rank data ends with the same parameters on both backends; gradient accumulation with
 no_sync() gives the parameters accumulation with a sync every step gives, with a quarter of
 the all-reduces (counted by a comm hook that chains on gyre's futures)."""
-import os
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import gyre_torch  # noqa: F401
 
-from common import free_port
+from common import spawn_ranks
 
 STEPS = 6
 ACCUMULATE = 4
@@ -91,7 +89,5 @@ def main(rank, size):
 
 if __name__ == "__main__":
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(free_port())
-    mp.spawn(main, args=(size,), nprocs=size, join=True)
+    spawn_ranks(main, size)
     print(f"ddp: {size} ranks, all correct")

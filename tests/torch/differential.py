@@ -2,17 +2,15 @@
 same processes (gyre is the default group, gloo a second group of the same ranks), and
 against a reference every rank computes from every rank's seeded inputs where gloo lacks the
 dtype. Integers exact; floats within TOLERANCE (sums in another order)."""
-import os
 import sys
 import zlib
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import gyre_torch  # noqa: F401
 
-from common import free_port
+from common import spawn_ranks
 
 TOLERANCE = {  # (rtol, atol) for floats
     torch.float32: (1e-5, 1e-5),
@@ -170,7 +168,5 @@ def main(rank, size):
 
 if __name__ == "__main__":
     size = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(free_port())
-    mp.spawn(main, args=(size,), nprocs=size, join=True)
+    spawn_ranks(main, size)
     print(f"differential: {size} ranks, all correct")
