@@ -47,6 +47,6 @@ for target in store_request handshake frame c_api; do
   mkdir -p "$corpus"
   LSAN_OPTIONS="suppressions=$suppressions" \
     build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="${GYRE_FUZZ_SECONDS:-30}" \
-    -print_final_stats=1 "$corpus" 2>&1 | grep -E '^(stat::number_of_executed_units|Done|==[0-9]+==ERROR)'
+    -print_final_stats=1 -artifact_prefix=build-fuzz/ "$corpus" 2>&1 | grep -E '^(stat::number_of_executed_units|Done|==[0-9]+==ERROR)'
 done
 echo "fuzz: no crash"
