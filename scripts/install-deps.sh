@@ -8,6 +8,8 @@ packages=(
   doctest-dev                                   # tests
   clang libclang-rt-14-dev clang-format         # libFuzzer targets, format check
   procps                                        # pgrep, used by the process tests
+  iproute2 nftables util-linux                  # tests/cluster: namespaces, links, loss
+  slurm-wlm munge                               # tests/slurm: srun launches gyre
   python3-torch libtorch-dev pybind11-dev       # gyre_torch against Debian's torch 1.13
 )
 missing=()

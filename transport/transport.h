@@ -47,6 +47,8 @@ struct LinkConfig {
   // Congestion control of tcp data connections: "auto" (a non-pacing one to peers on this
   // host, see tcp_transport.cc), "system", or a name set on every connection.
   std::string tcpCongestion = "auto";
+  // A tcp peer silent this long is gone (base/fd.h setTcpLiveness); 0: the system's.
+  std::chrono::milliseconds tcpDeadAfter{std::chrono::seconds(6)};
 };
 
 // What kind of medium a transport's links cross: the tuner models them differently.

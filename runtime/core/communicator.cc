@@ -186,6 +186,7 @@ std::shared_ptr<Store> Communicator::Impl::openStore() {
   opts.secret = config.secret;
   opts.connectTimeout = config.timeout;
   opts.replyTimeout = std::min<std::chrono::milliseconds>(config.timeout, std::chrono::seconds(30));
+  opts.deadAfter = config.tcpTimeout;
   std::string address = config.rendezvous;
   if (address.empty()) {
     if (config.hostAddress.empty()) {
@@ -242,6 +243,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   options.link.handshakeTimeout = config.timeout;
   options.link.slotBytes = config.slotBytes;
   options.link.tcpCongestion = config.tcpCongestion;
+  options.link.tcpDeadAfter = config.tcpTimeout;
   options.listenHost = listenHost;
   options.only = config.transport;
   options.shmDir = config.shmDir;

@@ -49,6 +49,8 @@ void applyTuningEnv(CommConfig& c) {
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
+  c.tcpTimeout =
+      std::chrono::seconds(envInt("GYRE_TCP_TIMEOUT", c.tcpTimeout.count() / 1000, 0, 24 * 3600));
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
   c.cudaIpc = envInt("GYRE_CUDA_IPC", c.cudaIpc ? 1 : 0, 0, 1) != 0;

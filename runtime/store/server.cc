@@ -30,6 +30,8 @@ using store::Writer;
 
 namespace {
 
+constexpr std::chrono::seconds kClientDeadAfter{30};
+
 struct Session;
 
 // A GET or WAIT that blocks until its keys exist or its timer fires.
@@ -414,6 +416,8 @@ void StoreServer::Impl::accept() {
       } else {
         asio::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
+        // A client whose host vanished leaves, so its job can be forgotten.
+        setTcpLiveness(socket.native_handle(), kClientDeadAfter);
         auto session = std::make_shared<Session>(*this, std::move(socket));
         session->arrival = ++arrivals;
         sessions.insert(session);

@@ -72,6 +72,7 @@ struct TcpStore::Impl {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     socket.set_option(tcp::no_delay(true), ec);
+    setTcpLiveness(socket.native_handle(), options.deadAfter);
     authenticate();
   }
 

@@ -19,6 +19,8 @@ struct TcpStoreOptions {
   std::chrono::milliseconds connectTimeout{30000};
   // How long past its own wait a request may take before the server counts as lost.
   std::chrono::milliseconds replyTimeout{30000};
+  // The server's host silent this long is gone (base/fd.h setTcpLiveness).
+  std::chrono::milliseconds deadAfter{std::chrono::seconds(6)};
 };
 
 class TcpStore : public Store {

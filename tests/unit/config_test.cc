@@ -48,3 +48,28 @@ TEST_CASE("config: GYRE_TIMEOUT in seconds; below a millisecond, zero or garbage
     }
   }
 }
+
+TEST_CASE("config: GYRE_TCP_TIMEOUT in whole seconds, 0 for the system's; default 6 s") {
+  {
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.tcpTimeout == std::chrono::seconds(6));
+  }
+  {
+    ScopedEnv e("GYRE_TCP_TIMEOUT", "0");
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.tcpTimeout.count() == 0);
+  }
+  {
+    ScopedEnv e("GYRE_TCP_TIMEOUT", "20");
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.tcpTimeout == std::chrono::seconds(20));
+  }
+  for (const char* bad : {"-1", "1.5", "x"}) {
+    ScopedEnv e("GYRE_TCP_TIMEOUT", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}

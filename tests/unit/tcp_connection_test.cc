@@ -2,11 +2,15 @@
 // there while publishing, and whatever the socket cannot take at once is copied into the slot
 // before sendPublished() returns, so the caller may overwrite its buffer right after.
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <vector>
 
+#include "base/fd.h"
 #include "transport/event_loop.h"
 #include "transport/tcp/tcp_connection.h"
 
@@ -131,3 +135,24 @@ TEST_CASE("tcp write-through: what a full socket refuses is copied before publis
 
 }  // namespace
 }  // namespace gyre
+
+TEST_CASE("tcp liveness: keepalive and a user timeout that together end at the deadline") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  auto get = [&](int level, int name) {
+    int value = -1;
+    socklen_t len = sizeof value;
+    REQUIRE(::getsockopt(fd, level, name, &value, &len) == 0);
+    return value;
+  };
+  gyre::setTcpLiveness(fd, std::chrono::milliseconds(0));  // the system's: untouched
+  CHECK(get(SOL_SOCKET, SO_KEEPALIVE) == 0);
+  gyre::setTcpLiveness(fd, std::chrono::seconds(6));
+  CHECK(get(SOL_SOCKET, SO_KEEPALIVE) == 1);
+  CHECK(get(IPPROTO_TCP, TCP_USER_TIMEOUT) == 6000);
+  const int idle = get(IPPROTO_TCP, TCP_KEEPIDLE);
+  const int interval = get(IPPROTO_TCP, TCP_KEEPINTVL);
+  const int probes = get(IPPROTO_TCP, TCP_KEEPCNT);
+  CHECK(idle + interval * probes == 6);
+  ::close(fd);
+}

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <span>
 
+#include "base/fd.h"
+
 namespace gyre {
 
 TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int selfRank, int peer,
@@ -18,6 +20,7 @@ TcpConnection::TcpConnection(EventLoop& loop, asio::ip::tcp::socket socket, int 
       fd_([&] {
         asio::error_code ignored;
         socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+        setTcpLiveness(socket.native_handle(), config.tcpDeadAfter);
         return socket.release();  // leaves Asio's reactor; we own the descriptor now
       }()),
       through_(config.nSlots),
