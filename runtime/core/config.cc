@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/status.h"
+#include "runtime/store/server.h"
 #include "transport/registry.h"
 
 namespace gyre {
@@ -27,7 +28,61 @@ long long envInt(const char* name, long long fallback, long long lo, long long h
   return value;
 }
 
+// Slurm's step: rank, size, job id and where rank 0 (always on the step's first node) hosts
+// the rendezvous. Applies only where neither GYRE_RANK nor torch's RANK is set.
+bool applySlurmEnv(CommConfig& c) {
+  const char* procId = env("SLURM_PROCID");
+  const char* tasks = env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  if (!procId || !env(tasks)) return false;
+  c.rank = int(envInt("SLURM_PROCID", 0, 0, 1 << 24));
+  c.nranks = int(envInt(tasks, 1, 1, 1 << 24));
+  const long long job = envInt("SLURM_JOB_ID", 0, 0, 1LL << 40);
+  const long long step = envInt("SLURM_STEP_ID", 0, 0, 1LL << 40);
+  c.jobId = "slurm-" + std::to_string(job) + "." + std::to_string(step);
+  if (c.nranks == 1 || env("GYRE_RENDEZVOUS")) return true;
+  const char* nodes = env("SLURM_STEP_NODELIST");
+  if (!nodes) nodes = env("SLURM_JOB_NODELIST");
+  if (!nodes) nodes = env("SLURM_NODELIST");
+  const char* addr = env("MASTER_ADDR");
+  std::string host = addr ? addr : nodes ? firstSlurmHost(nodes) : "";
+  if (host.empty()) {
+    fail(Code::invalid_argument,
+         "under Slurm without SLURM_STEP_NODELIST: set GYRE_RENDEZVOUS or MASTER_ADDR");
+  }
+  const long long port =
+      env("MASTER_PORT") ? envInt("MASTER_PORT", 0, 1, 65535) : slurmRendezvousPort(job, step);
+  c.hostAddress = joinHostPort(host, uint16_t(port));
+  return true;
+}
+
 }  // namespace
+
+std::string firstSlurmHost(const std::string& list) {
+  // "pre[01-04,07]mid[2-3]suf,other" -> "pre01mid2suf": the first value of each range.
+  std::string host;
+  size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    const size_t close = list.find(']', i);
+    if (close == std::string::npos) {
+      fail(Code::invalid_argument, "Slurm node list '" + list + "' has an unclosed '['");
+    }
+    const size_t end = list.find_first_of(",-]", i + 1);
+    host += list.substr(i + 1, end - i - 1);
+    i = close + 1;
+  }
+  return host;
+}
+
+int slurmRendezvousPort(long long jobId, long long stepId) {
+  // Below Linux's ephemeral range (32768 and up), so no outgoing connection holds it; the
+  // job's last three digits and the step's last make concurrent jobs on a node unlikely to
+  // meet.
+  return int(20000 + (jobId % 1000) * 10 + stepId % 10);
+}
 
 void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_TIMEOUT")) {
@@ -69,6 +124,13 @@ void applyTuningEnv(CommConfig& c) {
 CommConfig configFromEnv() {
   CommConfig c;
   const bool haveGyreRank = env("GYRE_RANK") != nullptr;
+  if (!haveGyreRank && !env("RANK") && applySlurmEnv(c)) {
+    if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;
+    if (const char* v = env("GYRE_SECRET")) c.secret = v;
+    if (const char* v = env("GYRE_RENDEZVOUS")) c.rendezvous = v;
+    applyTuningEnv(c);
+    return c;
+  }
   c.rank = int(envInt(haveGyreRank ? "GYRE_RANK" : "RANK", 0, 0, 1 << 24));
   c.nranks = int(envInt(env("GYRE_WORLD_SIZE") ? "GYRE_WORLD_SIZE" : "WORLD_SIZE", 1, 1, 1 << 24));
   if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;

@@ -55,8 +55,14 @@ struct CommConfig {
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT) and applies the tuning variables.
+// MASTER_PORT; or, where neither rank is set, Slurm's SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+// SLURM_JOB_ID, SLURM_STEP_ID and SLURM_STEP_NODELIST) and applies the tuning variables.
 CommConfig configFromEnv();
+
+// The first host of a Slurm node list: "node[01-04,07],gpu5" -> "node01".
+std::string firstSlurmHost(const std::string& nodeList);
+// The port rank 0 hosts the rendezvous on under Slurm without MASTER_PORT: 20000-29999.
+int slurmRendezvousPort(long long jobId, long long stepId);
 
 // Throws Failure(invalid_argument) on values no communicator can run with.
 void validate(const CommConfig& config);

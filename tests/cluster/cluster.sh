@@ -5,7 +5,8 @@
 #
 #   cluster.sh NAME up K         namespaces NAME-h0..h{K-1}, 10.199.N.{1..K}/24 (N from NAME)
 #   cluster.sh NAME down         removes everything NAME made (idempotent)
-#   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI)
+#   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI; /etc/hosts names every
+#                                host NAME-hJ)
 #   cluster.sh NAME addr I       host I's address
 #   cluster.sh NAME shape I rate RATE | loss PERCENT | delay USEC | clear
 #                                host I's outgoing link: a token bucket (tbf) at RATE
@@ -30,6 +31,7 @@ if ! [[ $name =~ ^[a-z]+([0-9]+)$ ]] || [ ${#name} -gt 6 ] || [ "${BASH_REMATCH[
 fi
 subnet=10.199.${BASH_REMATCH[1]}
 bridge=${name}br
+state=/run/gyre-cluster/$name
 ns() { echo "${name}-h$1"; }
 hosts() { ip netns list 2>/dev/null | sed -n "s/^${name}-h\([0-9]*\).*/\1/p" | sort -n; }
 die() {
@@ -66,6 +68,7 @@ down() {
     ip link del "$link" 2>/dev/null
   done
   ip link del "$bridge" 2>/dev/null
+  rm -rf "$state"
   nft delete table bridge "$name" 2>/dev/null
   return 0
 }
@@ -74,6 +77,9 @@ up() {
   local k=${1:?up needs K}
   [ "$k" -ge 1 ] && [ "$k" -le 16 ] || die "K must be 1..16"
   down
+  mkdir -p "$state"
+  cp /etc/hosts "$state/hosts"
+  for ((i = 0; i < k; i++)); do echo "$subnet.$((i + 1)) $(ns $i)" >>"$state/hosts"; done
   ip link add "$bridge" type bridge || die "cannot create bridge $bridge"
   ip link set "$bridge" up
   for ((i = 0; i < k; i++)); do
@@ -102,8 +108,13 @@ host_exec() {
   local i=${1:?exec needs a host index}
   shift
   [ -e "/run/netns/$(ns "$i")" ] || die "no host $i in cluster $name"
-  # A fresh UTS namespace per command: every process of host i sees hostname NAME-hI.
-  exec ip netns exec "$(ns "$i")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$(ns "$i")" "$@"
+  # A fresh UTS namespace per command: every process of host i sees hostname NAME-hI. Only
+  # the network namespace is entered (not ip netns exec, which remounts /sys and hides the
+  # cgroup tree daemons such as slurmd need).
+  # Its /etc/hosts names every host of the cluster, as a real cluster's resolver does.
+  exec nsenter --net="/run/netns/$(ns "$i")" unshare --uts --mount sh -c \
+    'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"' "$(ns "$i")" \
+    "$state/hosts" "$@"
 }
 
 shape() {

@@ -73,3 +73,47 @@ TEST_CASE("config: GYRE_TCP_TIMEOUT in whole seconds, 0 for the system's; defaul
     CHECK_THROWS_AS(applyTuningEnv(c), Failure);
   }
 }
+
+TEST_CASE("config: Slurm's first node of a node list") {
+  CHECK(firstSlurmHost("vm") == "vm");
+  CHECK(firstSlurmHost("node[01-04,07],gpu5") == "node01");
+  CHECK(firstSlurmHost("node[7,3-4]") == "node7");
+  CHECK(firstSlurmHost("rack[2-3]-n[10-12]-ib,x") == "rack2-n10-ib");
+  CHECK(firstSlurmHost("a,b[1-2]") == "a");
+  CHECK_THROWS_AS(firstSlurmHost("node[1-2"), Failure);
+}
+
+TEST_CASE("config: under srun, rank, size, job and rendezvous come from Slurm") {
+  ScopedEnv procId("SLURM_PROCID", "3");
+  ScopedEnv tasks("SLURM_STEP_NUM_TASKS", "4");
+  ScopedEnv ntasks("SLURM_NTASKS", "8");  // the allocation's; the step's wins
+  ScopedEnv job("SLURM_JOB_ID", "123456");
+  ScopedEnv step("SLURM_STEP_ID", "2");
+  ScopedEnv nodes("SLURM_STEP_NODELIST", "gpu[07-08]");
+  {
+    const CommConfig c = configFromEnv();
+    CHECK(c.rank == 3);
+    CHECK(c.nranks == 4);
+    CHECK(c.jobId == "slurm-123456.2");
+    CHECK(c.rendezvous.empty());
+    CHECK(c.hostAddress == "gpu07:" + std::to_string(slurmRendezvousPort(123456, 2)));
+    CHECK(slurmRendezvousPort(123456, 2) == 24562);
+  }
+  {
+    ScopedEnv port("MASTER_PORT", "29400");
+    CHECK(configFromEnv().hostAddress == "gpu07:29400");
+  }
+  {
+    ScopedEnv rendezvous("GYRE_RENDEZVOUS", "10.0.0.1:5000");
+    const CommConfig c = configFromEnv();
+    CHECK(c.rendezvous == "10.0.0.1:5000");
+    CHECK(c.hostAddress.empty());
+  }
+  {
+    ScopedEnv torchRank("RANK", "1");  // torchrun inside an allocation: torch's variables
+    ScopedEnv worldSize("WORLD_SIZE", "2");
+    const CommConfig c = configFromEnv();
+    CHECK(c.rank == 1);
+    CHECK(c.nranks == 2);
+  }
+}
