@@ -1,5 +1,9 @@
 // The C API: communicators, ids, errors. Collectives, groups and work handles are in
 // api_collectives.cc; what both share is in api_internal.h.
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -63,6 +67,43 @@ std::mutex serversMutex;
 std::vector<std::unique_ptr<gyre::StoreServer>> servers;
 constexpr std::chrono::seconds kIdServerIdle{1};
 
+// This host's address on its route to `host` (no packet is sent); empty where there is none.
+std::string localAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return {};
+  std::string local;
+  const int fd = ::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage self{};
+  socklen_t len = sizeof self;
+  char text[NI_MAXHOST];
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0 &&
+      getnameinfo(reinterpret_cast<sockaddr*>(&self), len, text, sizeof text, nullptr, 0,
+                  NI_NUMERICHOST) == 0) {
+    local = text;
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(found);
+  return local;
+}
+
+// Where a unique id's server listens and what the id advertises: GYRE_RENDEZVOUS_HOST; else,
+// where MASTER_ADDR names the job's first machine (torchrun, Slurm scripts, gyre-run across
+// machines), this host's address towards it, so ranks on other machines reach the server;
+// else 127.0.0.1.
+std::string uniqueIdHost() {
+  const char* host = std::getenv("GYRE_RENDEZVOUS_HOST");
+  if (host && *host) return host;
+  const char* master = std::getenv("MASTER_ADDR");
+  if (master && *master) {
+    const std::string towards = localAddressTowards(master);
+    if (!towards.empty()) return towards;
+  }
+  return "127.0.0.1";
+}
+
 }  // namespace
 
 extern "C" {
@@ -79,10 +120,10 @@ gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId) {
     gyre::StoreServerOptions options;
     const std::string secret = gyre::auth::randomHex(16);
     options.secret = secret;
-    const char* host = std::getenv("GYRE_RENDEZVOUS_HOST");
-    if (host && *host) options.host = host;
+    options.host = uniqueIdHost();
     if (options.host.size() > kIdHostMax) {
-      gyre::fail(gyre::Code::invalid_argument, "GYRE_RENDEZVOUS_HOST is too long");
+      gyre::fail(gyre::Code::invalid_argument,
+                 "rendezvous host '" + options.host + "' (GYRE_RENDEZVOUS_HOST) is too long");
     }
     options.stopWhenIdleFor = kIdServerIdle;
     {

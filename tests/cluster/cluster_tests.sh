@@ -17,6 +17,7 @@ host-gone) name=gc3 ;;
 loss) name=gc4 ;;
 rendezvous-gone) name=gc5 ;;
 shaped) name=gc6 ;;
+torch) name=gc8 ;;
 *) echo "unknown case $case_name" >&2; exit 2 ;;
 esac
 cluster() { "$here/cluster.sh" "$name" "$@"; }
@@ -190,6 +191,22 @@ shaped)
   GYRE_TIMEOUT=60 launch 2 2 shaped timeout 120 "$bench" all_reduce -b 1M -e 64M -f 8 -n 5 -w 1
   wait_nodes || fail "all_reduce on shaped links failed"
   grep -h '^\[0\]' "$out/node0" | tail -5
+  ;;
+torch)
+  # torch's env:// across machines: MASTER_ADDR names host 0, as under torchrun; rank 0's
+  # gyre rendezvous (a unique id in torch's store) listens on host 0's address towards it.
+  python=${GYRE_TORCH_PYTHON:?set GYRE_TORCH_PYTHON to the Python gyre_torch was built for}
+  export PYTHONPATH="$bin/../python${PYTHONPATH:+:$PYTHONPATH}"
+  cluster up 2 || fail "cluster up 2"
+  start_rendezvous
+  cd "$here/../torch"
+  MASTER_ADDR=$(cluster addr 0) MASTER_PORT=29517 GYRE_DEBUG=INFO GYRE_TIMEOUT=60 \
+    launch 2 2 torch timeout 120 "$python" bootstrap.py env
+  wait_nodes || fail "torch across 2 hosts failed"
+  [ "$(cat "$out"/node* | grep -c 'env://: rank [0-3] of 4: all_reduce correct')" -eq 4 ] ||
+    fail "not every rank's all_reduce was correct"
+  seen=$(cat "$out"/node* | grep -c 'peers over shm 1, rdma 0, tcp 2,')
+  [ "$seen" -eq 4 ] || fail "$seen of 4 ranks report shared memory inside a host and tcp across"
   ;;
 esac
 echo "PASS: $case_name"
