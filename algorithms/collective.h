@@ -12,7 +12,7 @@
 
 namespace gyre {
 
-enum class Algorithm : uint8_t { ring, tree, doubling, pairwise, dissemination };
+enum class Algorithm : uint8_t { ring, tree, doubling, pairwise, dissemination, hierarchical };
 
 struct CollectivePlan {
   Collective coll = Collective::all_reduce;
@@ -23,6 +23,9 @@ struct CollectivePlan {
   uint64_t chunkElems = 1;  // a ring step's most elements: half a link
   uint64_t slotElems = 1;   // a slot's elements: exchanges and doubling go slot by slot
   int32_t ahead = 0;        // slots an exchange keeps in flight beyond the one it waits for
+  // Hosts, and ranks on each, where ranks lie host by host (hierarchical.h); else 1 and n.
+  int32_t hosts = 1;
+  int32_t localRanks = 1;
 };
 
 // Whether the plan splits its elements over channels (the rings of all-reduce, all-gather,
@@ -78,6 +81,10 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::tree) return a::doubleTreeAllReduce(p, rank, n, part, chunk);
       if (plan.algorithm == Algorithm::doubling) {
         return a::doublingAllReduce(p, rank, n, part, slot, plan.ahead);
+      }
+      if (plan.algorithm == Algorithm::hierarchical) {
+        return a::hierarchicalAllReduce(p, rank, a::HostBlocks{plan.hosts, plan.localRanks}, part,
+                                        chunk);
       }
       return a::ringAllReduce(p, rank, n, part, chunk);
     case Collective::all_gather:

@@ -22,11 +22,13 @@
 // ends of a link see the same calls, so they slice alike.
 //
 // Algorithms: ring.h (ring and chains), tree.h (binomial, double binary tree), doubling.h
-// (recursive doubling, Bruck, dissemination), pairwise.h (all-to-all, send/recv).
+// (recursive doubling, Bruck, dissemination), pairwise.h (all-to-all, send/recv),
+// hierarchical.h (inside hosts, then across them).
 #pragma once
 
 #include "algorithms/common.h"
 #include "algorithms/doubling.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/ring.h"
 #include "algorithms/tree.h"

@@ -100,6 +100,8 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes) {
   shape.nSlots = config.nSlots;
   shape.slotBytes = config.slotBytes;
   shape.maxChannels = config.channels > 0 ? config.channels : tuner->channels(bytes);
+  shape.hosts = planHosts;
+  shape.localRanks = planLocalRanks;
   return planCollective(desc.coll, desc.dtype, desc.count, desc.root, choose(desc.coll, bytes),
                         shape);
 }

@@ -280,9 +280,29 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   const bool allMemory = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
     return p.rank == self.rank || transports->forPeer(self, p).medium() == Medium::memory;
   });
-  tuner = std::make_unique<Tuner>(
-      allMemory ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(coresPerRank(peers)),
-      config.algorithm, size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
+  // Hosts numbered by their first rank. Where ranks lie host by host, L on each, the
+  // hierarchical all-reduce is a candidate (algorithms/hierarchical.h).
+  std::map<std::string, int> hostIndex;
+  for (const auto& p : peers) hostIndex.emplace(p.hostId, int(hostIndex.size()));
+  const int nHosts = int(hostIndex.size()), perHost = config.nranks / nHosts;
+  bool hostBlocks = nHosts > 1 && perHost > 1 && config.nranks % nHosts == 0;
+  for (int r = 0; hostBlocks && r < config.nranks; ++r) {
+    hostBlocks = hostIndex.at(peers[r].hostId) == r / perHost;
+  }
+  const int cores = coresPerRank(peers);
+  const LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
+                           : nHosts > 1 ? Tuner::tcpNetwork(cores)
+                                        : Tuner::tcpLoopback(cores);
+  tuner = std::make_unique<Tuner>(slowest, config.algorithm,
+                                  size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
+  if (hostBlocks) {
+    const int sameHostPeer = config.rank % perHost == 0 ? config.rank + 1 : config.rank - 1;
+    const bool memory = transports->forPeer(self, peers[sameHostPeer]).medium() == Medium::memory;
+    tuner->setHosts(nHosts, perHost,
+                    memory ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(cores));
+    planHosts = nHosts;
+    planLocalRanks = perHost;
+  }
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.

@@ -53,6 +53,9 @@ struct Communicator::Impl {
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::vector<int> connectedPeers;  // per channel: peers with a connection on it
   std::unique_ptr<Tuner> tuner;
+  // Hosts and ranks per host where ranks lie host by host (else 1, 1): the hierarchical plans.
+  int planHosts = 1;
+  int planLocalRanks = 1;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
   bool yieldWhileSpinning = false;      // ranks on this host outnumber its cores
   int splits = 0;                       // split() calls so far: names children's namespaces

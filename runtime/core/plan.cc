@@ -17,14 +17,22 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
                                        coll == Collective::broadcast || coll == Collective::reduce);
   const bool doubling = algorithm == Algorithm::doubling &&
                         (coll == Collective::all_reduce || coll == Collective::all_gather);
+  const bool hierarchical = algorithm == Algorithm::hierarchical &&
+                            coll == Collective::all_reduce && shape.hosts > 1 &&
+                            shape.localRanks > 1;
   plan.algorithm = tree                             ? Algorithm::tree
                    : doubling                       ? Algorithm::doubling
+                   : hierarchical                   ? Algorithm::hierarchical
                    : coll == Collective::all_to_all ? Algorithm::pairwise
                    : coll == Collective::barrier    ? Algorithm::dissemination
                                                     : Algorithm::ring;
   plan.slotElems = std::max<size_t>(1, shape.slotBytes / es);
   plan.chunkElems = std::max<size_t>(1, size_t(shape.nSlots / 2) * shape.slotBytes / es);
   plan.ahead = int(std::max<uint32_t>(1, shape.nSlots / 2) - 1);
+  if (hierarchical) {
+    plan.hosts = shape.hosts;
+    plan.localRanks = shape.localRanks;
+  }
   // At least one slot's worth of a ring step per channel.
   plan.channels = splitsOverChannels(coll, plan.algorithm)
                       ? int(std::clamp<uint64_t>(count / plan.slotElems, 1,

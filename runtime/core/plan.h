@@ -15,6 +15,9 @@ struct PlanShape {
   uint32_t nSlots = 8;
   size_t slotBytes = 128 * 1024;
   int maxChannels = 1;
+  // Ranks host by host, `localRanks` on each of `hosts` (hierarchical.h): 1 and 1 otherwise.
+  int hosts = 1;
+  int localRanks = 1;
 };
 
 // `algorithm` is the tuner's choice (or a fixed one); collectives with one algorithm ignore it.

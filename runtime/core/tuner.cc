@@ -26,6 +26,9 @@ constexpr double kShmWholeBufferStep = 0.7;
 // fitted to n = 4 and 8 on 2 cores (docs/tuning.md).
 constexpr double kShmSleepingWholeBufferStep = 1.3;
 constexpr double kShmExtraPassBytes = 2.0;
+// Between hosts: 10 Gbit/s, and a hop through two kernels and a switch (docs/tuning.md).
+constexpr double kNetAlphaUs = 15.0;
+constexpr double kNetBetaBytesUs = 1250.0;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -47,6 +50,8 @@ const char* algorithmName(Algorithm a) {
       return "pairwise";
     case Algorithm::dissemination:
       return "dissemination";
+    case Algorithm::hierarchical:
+      return "hier";
   }
   return "?";
 }
@@ -61,16 +66,29 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
     forcedAlgorithm_ = Algorithm::tree;
   } else if (forced == "rd") {
     forcedAlgorithm_ = Algorithm::doubling;
+  } else if (forced == "hier") {
+    forcedAlgorithm_ = Algorithm::hierarchical;
   } else {
     fail(Code::invalid_argument,
          "algorithm '" + forced +
-             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, auto");
+             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, hier, auto");
   }
 }
 
 LinkCost Tuner::tcpLoopback(int coresPerRank) {
   return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
           std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+}
+
+LinkCost Tuner::tcpNetwork(int coresPerRank) {
+  return {kNetAlphaUs, kNetBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
+          std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+}
+
+void Tuner::setHosts(int hosts, int localRanks, LinkCost intraHost) {
+  hosts_ = hosts;
+  localRanks_ = localRanks;
+  intraHost_ = intraHost;
 }
 
 int Tuner::channels(size_t bytes) const {
@@ -88,6 +106,14 @@ LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
 double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {
   const double b = double(bytes), lg = log2Ceil(n), nn = n;
   double steps = -1, factor = 0;
+  if (a == Algorithm::hierarchical) {
+    if (coll != Collective::all_reduce || hosts_ < 2 || localRanks_ < 2) return -1;
+    // A reduce-scatter and an all-gather inside the hosts, a ring all-reduce between them
+    // whose host link carries 2(K-1)/K of the buffer (hierarchical.h).
+    const double l = localRanks_, k = hosts_;
+    return 2 * (l - 1) * intraHost_.alphaUs + 2 * b * (l - 1) / l / intraHost_.betaBytesUs +
+           2 * (k - 1) * link_.alphaUs + 2 * b * (k - 1) / k / link_.betaBytesUs;
+  }
   switch (coll) {
     case Collective::all_reduce:
       if (a == Algorithm::ring) steps = 2 * (nn - 1), factor = 2 * (nn - 1) / nn;
@@ -157,8 +183,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
 }
 
 namespace {
-constexpr Algorithm kAll[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
-                              Algorithm::pairwise, Algorithm::dissemination};
+constexpr Algorithm kAll[] = {Algorithm::ring,          Algorithm::tree,
+                              Algorithm::doubling,      Algorithm::pairwise,
+                              Algorithm::dissemination, Algorithm::hierarchical};
 }
 
 // On every call: no allocation, no formatting.

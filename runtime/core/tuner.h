@@ -37,7 +37,7 @@ struct Choice {
 
 class Tuner {
  public:
-  // `forced`: "" or "auto" (choose), "ring", "tree" or "rd"; anything else throws
+  // `forced`: "" or "auto" (choose), "ring", "tree", "rd" or "hier"; anything else throws
   // InvalidArgument.
   // `chunkBytes`: the data a round puts on a link (half a link's slots); `slotBytes`: one slot,
   // the unit a chain forwards (a hop passes a slot on before the next one arrives).
@@ -53,6 +53,13 @@ class Tuner {
   // Shared memory between ranks on this machine; a step costs a futex wake-up and a trip
   // through the scheduler unless every rank has a core to poll on.
   static LinkCost sharedMemory(bool ranksHaveCores);
+  // tcp between hosts: a 10 Gbit/s datacenter network (docs/tuning.md).
+  static LinkCost tcpNetwork(int coresPerRank = 1);
+
+  // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
+  // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with
+  // `intraHost` inside the hosts and the tuner's link between them.
+  void setHosts(int hosts, int localRanks, LinkCost intraHost);
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
@@ -68,6 +75,9 @@ class Tuner {
 
  private:
   LinkCost link_;
+  LinkCost intraHost_{};
+  int hosts_ = 1;
+  int localRanks_ = 1;
   size_t chunkBytes_;
   size_t slotBytes_;
   bool forced_ = false;

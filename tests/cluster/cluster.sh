@@ -6,7 +6,7 @@
 #   cluster.sh NAME up K         namespaces NAME-h0..h{K-1}, 10.199.N.{1..K}/24 (N from NAME)
 #   cluster.sh NAME down         removes everything NAME made (idempotent)
 #   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI; /etc/hosts names every
-#                                host NAME-hJ)
+#                                host NAME-hJ; its own share of the CPUs)
 #   cluster.sh NAME addr I       host I's address
 #   cluster.sh NAME shape I rate RATE | loss PERCENT | delay USEC | clear
 #                                host I's outgoing link: a token bucket (tbf) at RATE
@@ -112,7 +112,19 @@ host_exec() {
   # the network namespace is entered (not ip netns exec, which remounts /sys and hides the
   # cgroup tree daemons such as slurmd need).
   # Its /etc/hosts names every host of the cluster, as a real cluster's resolver does.
-  exec nsenter --net="/run/netns/$(ns "$i")" unshare --uts --mount sh -c \
+  # And its own share of the machine's CPUs, as a real host has cores of its own (with more
+  # hosts than CPUs, hosts share them round-robin).
+  local k cpus first last
+  k=$(hosts | wc -l)
+  cpus=$(nproc)
+  if [ "$cpus" -ge "$k" ]; then
+    first=$((i * cpus / k))
+    last=$(((i + 1) * cpus / k - 1))
+  else
+    first=$((i % cpus))
+    last=$first
+  fi
+  exec nsenter --net="/run/netns/$(ns "$i")" taskset -c "$first-$last" unshare --uts --mount sh -c \
     'hostname "$0" && mount --bind "$1" /etc/hosts && shift && exec "$@"' "$(ns "$i")" \
     "$state/hosts" "$@"
 }

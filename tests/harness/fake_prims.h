@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -107,6 +108,7 @@ class FakePrims {
       : net_(net), rank_(rank), op_(op), in_(&in), out_(out) {}
 
   size_t sentElems = 0;
+  std::map<int, size_t> sentTo;  // elements sent to each peer
   size_t calls = 0;
   std::vector<int> peersUsed;  // every rank named in setPeers
 
@@ -169,6 +171,7 @@ class FakePrims {
       if (what & kSend) {
         for (int to : send_) {
           sentElems += k;
+          sentTo[to] += k;
           net_.push(rank_, to, slice);
         }
       }

@@ -124,3 +124,19 @@ TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per l
   CHECK(small.predictUs(Algorithm::ring, Collective::broadcast, mib, 2) ==
         doctest::Approx(shm.predictUs(Algorithm::ring, Collective::broadcast, mib, 2)));
 }
+
+TEST_CASE("hosts of several ranks: the hierarchical all-reduce once bytes matter") {
+  Tuner t(Tuner::tcpNetwork(), "", kChunk, kSlot);
+  // Not a candidate until the tuner knows the hosts.
+  CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_reduce, 64 << 20, 4) < 0);
+  t.setHosts(2, 2, Tuner::sharedMemory(true));
+  CHECK(t.choose(Collective::all_reduce, 64 << 20, 4).algorithm == Algorithm::hierarchical);
+  CHECK(t.choose(Collective::all_reduce, 1 << 20, 8).algorithm == Algorithm::hierarchical);
+  CHECK(t.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
+  // Only the all-reduce has it.
+  CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_gather, 64 << 20, 4) < 0);
+  CHECK(t.choose(Collective::broadcast, 64 << 20, 4).algorithm != Algorithm::hierarchical);
+  const Tuner forced(Tuner::tcpNetwork(), "hier", kChunk, kSlot);
+  // Forced without hosts: the tuner chooses among what applies.
+  CHECK(forced.choose(Collective::all_reduce, 8, 4).algorithm != Algorithm::hierarchical);
+}

@@ -1,0 +1,110 @@
+// Hierarchical all-reduce for ranks laid out host by host (rank = host · L + local index, as
+// gyre-run and Slurm's block distribution place them): the network carries each byte as few
+// times as the number of hosts requires, not the number of ranks.
+//   1. reduce-scatter inside each host, a ring over its L ranks: local rank j ends with its
+//      host's sum of slice j (slice j: elements [count·j/L, count·(j+1)/L));
+//   2. all-reduce of slice j across hosts, a ring over the K ranks with local index j (one
+//      "rail" per local index, so every rank's link to other hosts works at once);
+//   3. all-gather of the slices inside each host.
+// A host link carries 2(K-1)/K of the buffer against a flat ring's 2(n-1)/n. Each phase runs
+// in rounds of at most `chunkElems` per step, like the flat ring (ring.h), and a phase waits
+// only on the one before it, so no wait is circular.
+#pragma once
+
+#include "algorithms/common.h"
+
+namespace gyre::algo {
+
+struct HostBlocks {
+  int hosts;  // K
+  int local;  // L ranks on every host
+  GYRE_HD int host(int rank) const { return rank / local; }
+  GYRE_HD int index(int rank) const { return rank % local; }
+  GYRE_HD int rank(int host, int index) const { return host * local + index; }
+};
+
+// Slice j of `count` over `parts` slices: [lo, lo + len).
+GYRE_HD inline size_t sliceLo(size_t count, int j, int parts) {
+  return count * size_t(j) / size_t(parts);
+}
+GYRE_HD inline size_t sliceLen(size_t count, int j, int parts) {
+  return sliceLo(count, j + 1, parts) - sliceLo(count, j, parts);
+}
+
+template <class Prims>
+GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size_t count,
+                                   size_t chunkElems) {
+  const int L = t.local, K = t.hosts, h = t.host(rank), j = t.index(rank);
+  // Phase 1: ring reduce-scatter of the L slices among this host's ranks, into the output.
+  if (L == 1) {
+    p.localCopy(0, 0, count);
+  } else {
+    const int prev = t.rank(h, mod(j - 1, L)), next = t.rank(h, mod(j + 1, L));
+    p.setPeers(&prev, 1, &next, 1);
+    const size_t longest = divUp(count, size_t(L));
+    for (size_t base = 0; base < longest; base += chunkElems) {
+      auto len = [&](int s) {
+        const size_t n = sliceLen(count, s, L);
+        return n > base ? min_(chunkElems, n - base) : size_t(0);
+      };
+      auto at = [&](int s) { return sliceLo(count, s, L) + base; };
+      int s = mod(j - 1, L);
+      p.send(at(s), len(s));
+      for (int step = 2; step < L; ++step) {
+        s = mod(j - step, L);
+        p.recvReduceSend(at(s), len(s));
+      }
+      p.recvReduceCopy(at(j), at(j), len(j), /*final=*/K == 1);
+    }
+  }
+  p.useOutputAsInput();
+  // Phase 2: ring all-reduce of slice j among the ranks with local index j, in place.
+  const size_t lo = sliceLo(count, j, L), mine = sliceLen(count, j, L);
+  if (K > 1) {
+    const int prev = t.rank(mod(h - 1, K), j), next = t.rank(mod(h + 1, K), j);
+    p.setPeers(&prev, 1, &next, 1);
+    const size_t loop = size_t(K) * chunkElems;
+    for (size_t base = 0; base < mine; base += loop) {
+      const size_t part = min_(loop, mine - base);
+      const size_t chunk = divUp(part, size_t(K));
+      auto start = [&](int c) { return min_(size_t(c) * chunk, part); };
+      auto off = [&](int c) { return lo + base + start(c); };
+      auto len = [&](int c) { return min_(chunk, part - start(c)); };
+      int c = mod(h - 1, K);
+      p.send(off(c), len(c));
+      for (int step = 2; step < K; ++step) {
+        c = mod(h - step, K);
+        p.recvReduceSend(off(c), len(c));
+      }
+      c = h;
+      p.recvReduceCopySend(off(c), off(c), len(c), /*final=*/true);
+      for (int step = 1; step < K - 1; ++step) {
+        c = mod(h - step, K);
+        p.recvCopySend(off(c), len(c));
+      }
+      c = mod(h + 1, K);
+      p.recv(off(c), len(c));
+    }
+  }
+  // Phase 3: ring all-gather of the slices among this host's ranks; each already holds its own.
+  if (L == 1) return;
+  const int prev = t.rank(h, mod(j - 1, L)), next = t.rank(h, mod(j + 1, L));
+  p.setPeers(&prev, 1, &next, 1);
+  const size_t longest = divUp(count, size_t(L));
+  for (size_t base = 0; base < longest; base += chunkElems) {
+    auto len = [&](int s) {
+      const size_t n = sliceLen(count, s, L);
+      return n > base ? min_(chunkElems, n - base) : size_t(0);
+    };
+    auto at = [&](int s) { return sliceLo(count, s, L) + base; };
+    p.send(at(j), len(j));
+    for (int step = 1; step < L - 1; ++step) {
+      const int s = mod(j - step, L);
+      p.recvCopySend(at(s), len(s));
+    }
+    const int s = mod(j + 1, L);
+    p.recv(at(s), len(s));
+  }
+}
+
+}  // namespace gyre::algo
