@@ -4,7 +4,8 @@
 # talks tcp between them, shared memory inside each.
 #
 #   cluster.sh NAME up K         namespaces NAME-h0..h{K-1}, 10.199.N.{1..K}/24 (N from NAME)
-#   cluster.sh NAME down         removes everything NAME made (idempotent)
+#   cluster.sh NAME down         ends every process on its hosts, removes everything NAME made
+#                                (idempotent)
 #   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI; /etc/hosts names every
 #                                host NAME-hJ; its own share of the CPUs)
 #   cluster.sh NAME addr I       host I's address
@@ -62,6 +63,18 @@ check() {
 }
 
 down() {
+  # Every process still on a host goes first (SIGTERM, then SIGKILL after 2 s): nothing a
+  # failed test started outlives the cluster.
+  local pids
+  pids=$(for i in $(hosts); do ip netns pids "$(ns "$i")" 2>/dev/null; done)
+  if [ -n "$pids" ]; then
+    kill $pids 2>/dev/null
+    for _ in $(seq 20); do
+      kill -0 $pids 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 $pids 2>/dev/null
+  fi
   for i in $(hosts); do ip netns del "$(ns "$i")" 2>/dev/null; done
   # A namespace some process still holds lives on; its cables go now.
   for link in $(ip -o link show 2>/dev/null | sed -n "s/^[0-9]*: \(${name}b[0-9]*\)@.*/\1/p"); do

@@ -85,12 +85,22 @@ on() {  # on NODE_INDEX CMD...: on that node (a cluster host in nodes mode)
   shift
   if [ "$mode" = nodes ]; then cluster exec "$i" "$@"; else "$@"; fi
 }
-on 0 slurmctld -D -f "$SLURM_CONF" >"$dir/slurmctld.log" 2>&1 &
-daemons+=($!)
+# start LOG NODE CMD...: CMD on that node in the background; the subshell execs into it, so
+# the pid kept in $daemons is the daemon's own.
+start() {
+  local log=$1 i=$2
+  shift 2
+  if [ "$mode" = nodes ]; then
+    (exec "$here/../cluster/cluster.sh" gs7 exec "$i" "$@" >"$log" 2>&1) &
+  else
+    (exec "$@" >"$log" 2>&1) &
+  fi
+  daemons+=($!)
+}
+start "$dir/slurmctld.log" 0 slurmctld -D -f "$SLURM_CONF"
 for i in "${!nodes[@]}"; do
   mkdir -p "$dir/spool/${nodes[$i]}"
-  on "$i" slurmd -D -f "$SLURM_CONF" -N "${nodes[$i]}" >"$dir/slurmd-$i.log" 2>&1 &
-  daemons+=($!)
+  start "$dir/slurmd-$i.log" "$i" slurmd -D -f "$SLURM_CONF" -N "${nodes[$i]}"
 done
 for _ in $(seq 50); do
   [ "$(on 0 timeout 3 sinfo -h -t idle -o '%D' 2>/dev/null)" = "${#nodes[@]}" ] && break
