@@ -109,6 +109,13 @@ class Connection {
   virtual Status flush(Clock::time_point deadline) = 0;
   // Stops moving bytes and releases the OS resources; pending data is dropped.
   virtual void close() = 0;
+  // close(), because this rank failed with `cause`: where the transport can, the peer learns
+  // the cause with the close (so a peer that cannot reach the failure board still names the
+  // rank that was lost first).
+  virtual void closeWithCause(const Status& cause) {
+    (void)cause;
+    close();
+  }
   // Which transport carries it ("tcp", "shm", ...), for logs.
   virtual const char* transportName() const = 0;
 

@@ -1,6 +1,7 @@
 // The set-up socket that connections whose bytes move elsewhere (shm, rdma) keep open and
-// silent: its end-of-file is how a side learns the other is gone. It also records the
-// connection's first failure, which every later wait reports.
+// silent: its end-of-file is how a side learns the other is gone, and a failing side's last
+// words on it say why. It also records the connection's first failure, which every later wait
+// reports.
 #pragma once
 
 #include <atomic>
@@ -32,8 +33,9 @@ class SetupSocket {
   // lookNow()) records the peer's departure once its end has closed or spoken.
   Status failure() const;
   void lookNow() const { nextCheck_.store(0, std::memory_order_relaxed); }
-  // Shuts the socket down, so the peer's failure() sees it; false when it already was.
-  bool shutdown();
+  // Shuts the socket down, so the peer's failure() sees it; false when it already was. With a
+  // `cause`, it is sent first: the peer's failure() then reports it as this rank's.
+  bool shutdown(const Status* cause = nullptr);
 
  private:
   const int fd_;

@@ -392,8 +392,10 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
     // Record the cause before closing: the neighbours woken by the close then report it.
     s = board->report(s, ctx.desc);
     setPoison(s);
-    // Closing our connections makes every neighbour fail now instead of at its deadline.
-    for (auto& [key, conn] : connections) conn->close();
+    // Closing our connections makes every neighbour fail now instead of at its deadline, and
+    // tells those it can why (a neighbour cut off from the failure board still names the
+    // rank lost first).
+    for (auto& [key, conn] : connections) conn->closeWithCause(s);
     throw Failure(s);
   }
   if (!p2p) board->completed(ctx.desc);

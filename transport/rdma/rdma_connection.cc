@@ -285,7 +285,11 @@ void RdmaConnection::failLocal(const std::string& what) {
 }
 
 void RdmaConnection::close() {
-  if (!socket_.shutdown()) return;
+  closeWithCause({});
+}
+
+void RdmaConnection::closeWithCause(const Status& cause) {
+  if (!socket_.shutdown(&cause)) return;
   socket_.fail({Code::aborted,
                 who() + ": the rdma connection to rank " + std::to_string(peer()) + " was closed"});
 }

@@ -46,6 +46,7 @@ class RdmaConnection : public Connection {
   Status failure() const override;
   Status flush(Clock::time_point deadline) override;
   void close() override;
+  void closeWithCause(const Status& cause) override;
   const char* transportName() const override { return "rdma"; }
   // A stable source inside a registered region is read by the adapter where it lies.
   Taken offerSource(const SendSource& source) override {

@@ -80,7 +80,11 @@ void ShmConnection::wakeSleepers() const {
 // The peer sees the socket close at its next liveness check and fails over to the cause the
 // failure board recorded.
 void ShmConnection::close() {
-  if (!socket_.shutdown()) return;
+  closeWithCause({});
+}
+
+void ShmConnection::closeWithCause(const Status& cause) {
+  if (!socket_.shutdown(&cause)) return;
   socket_.fail({Code::aborted, "rank " + std::to_string(selfRank_) +
                                    ": the shared-memory connection to " + "rank " +
                                    std::to_string(peer()) + " was closed"});

@@ -41,6 +41,7 @@ class ShmConnection : public Connection {
   // peer has gone (it then has no use for them).
   Status flush(Clock::time_point) override { return {}; }
   void close() override;
+  void closeWithCause(const Status& cause) override;
   const char* transportName() const override { return "shm"; }
 
  private:
