@@ -291,7 +291,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   }
   const int cores = coresPerRank(peers);
   const LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
-                           : nHosts > 1 ? Tuner::tcpNetwork(cores)
+                           : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
                                         : Tuner::tcpLoopback(cores);
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);

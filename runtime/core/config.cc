@@ -106,6 +106,15 @@ void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
   c.tcpTimeout =
       std::chrono::seconds(envInt("GYRE_TCP_TIMEOUT", c.tcpTimeout.count() / 1000, 0, 24 * 3600));
+  if (const char* v = env("GYRE_NET_GBITS")) {
+    char* end = nullptr;
+    const double g = std::strtod(v, &end);
+    if (*end != '\0' || !(g >= 0.001) || g > 1e6) {
+      fail(Code::invalid_argument,
+           std::string("GYRE_NET_GBITS='") + v + "' is not a link rate in Gbit/s (0.001 to 1e6)");
+    }
+    c.netGbits = g;
+  }
   if (const char* v = env("GYRE_ALGO")) c.algorithm = v;
   c.channels = int(envInt("GYRE_CHANNELS", c.channels, 0, 32));
   c.cudaIpc = envInt("GYRE_CUDA_IPC", c.cudaIpc ? 1 : 0, 0, 1) != 0;

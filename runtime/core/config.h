@@ -34,6 +34,8 @@ struct CommConfig {
   // GYRE_TCP_TIMEOUT (seconds): a tcp peer (or the rendezvous) whose kernel answers nothing
   // this long is gone, even while nothing is sent; 0 leaves the system's (minutes).
   std::chrono::milliseconds tcpTimeout{std::chrono::seconds(6)};
+  // GYRE_NET_GBITS: the network link of each host, Gbit/s, as the tuner prices it.
+  double netGbits = 10;
   std::string algorithm;  // GYRE_ALGO: ring, tree or rd forces it where a collective has it
   int channels = 0;       // GYRE_CHANNELS: rings per ring collective; 0 = the tuner's choice
   // GYRE_TRANSPORT: auto (shared memory for peers on this host, rdma for peers on other hosts
@@ -50,8 +52,8 @@ struct CommConfig {
 };
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
-// GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR,
-// GYRE_IB_HCA, GYRE_IB_GID_INDEX.
+// GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT,
+// GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

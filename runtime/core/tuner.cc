@@ -26,9 +26,8 @@ constexpr double kShmWholeBufferStep = 0.7;
 // fitted to n = 4 and 8 on 2 cores (docs/tuning.md).
 constexpr double kShmSleepingWholeBufferStep = 1.3;
 constexpr double kShmExtraPassBytes = 2.0;
-// Between hosts: 10 Gbit/s, and a hop through two kernels and a switch (docs/tuning.md).
+// Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
-constexpr double kNetBetaBytesUs = 1250.0;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -80,9 +79,13 @@ LinkCost Tuner::tcpLoopback(int coresPerRank) {
           std::clamp(coresPerRank, 1, kMaxAutoChannels)};
 }
 
-LinkCost Tuner::tcpNetwork(int coresPerRank) {
-  return {kNetAlphaUs, kNetBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
-          std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
+  return {kNetAlphaUs,
+          gbits * 1e9 / 8 / 1e6,
+          kTcpWholeBufferStep,
+          kTcpExtraPassBytes,
+          std::clamp(coresPerRank, 1, kMaxAutoChannels),
+          /*oneEgress=*/true};
 }
 
 void Tuner::setHosts(int hosts, int localRanks, LinkCost intraHost) {
@@ -156,6 +159,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::tree) {
         steps = coll == Collective::broadcast ? 2 * lg : lg;
         factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
+        // Through one egress link the root sends (or receives) the buffer once per child.
+        if (link_.oneEgress) factor = lg + (lg - 1) * fill;
       }
       break;
     }

@@ -27,6 +27,9 @@ struct LinkCost {
   // as every rank has cores to itself, at most kMaxAutoChannels; 1 where the link itself is
   // the limit (shared memory is bound by memory, not by one core's copying).
   int maxChannels = 1;
+  // Every byte a rank sends leaves through one link of this bandwidth (a host's network
+  // link), so a tree's root pays once per child; loopback and memory have no such bottleneck.
+  bool oneEgress = false;
 };
 
 struct Choice {
@@ -53,8 +56,9 @@ class Tuner {
   // Shared memory between ranks on this machine; a step costs a futex wake-up and a trip
   // through the scheduler unless every rank has a core to poll on.
   static LinkCost sharedMemory(bool ranksHaveCores);
-  // tcp between hosts: a 10 Gbit/s datacenter network (docs/tuning.md).
-  static LinkCost tcpNetwork(int coresPerRank = 1);
+  // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
+  // default 10; docs/tuning.md).
+  static LinkCost tcpNetwork(int coresPerRank = 1, double gbits = 10);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with

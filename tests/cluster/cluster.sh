@@ -148,8 +148,17 @@ shape() {
   n=$(ns "$i")
   case $what in
   rate)
-    # burst: a few ms at line rate, or the token bucket stalls a 10 Gbit/s sender
-    ip netns exec "$n" tc qdisc replace dev eth0 root tbf rate "${3:?rate}" burst 4mb latency 50ms ||
+    # burst: 2 ms at line rate (at least 64 KiB, or a fast sender stalls on the bucket): a
+    # larger one lets short runs through at the bridge's speed instead of the line's.
+    local bits
+    bits=$(awk -v r="${3:?rate}" 'BEGIN {
+      v = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u)
+      m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : (u == "bit") ? 1 : 0
+      printf "%d", v * m }')
+    [ "$bits" -gt 0 ] || die "rate '$3' is not a number with kbit, mbit or gbit"
+    local burst=$((bits / 8 / 500))
+    [ $burst -ge 65536 ] || burst=65536
+    ip netns exec "$n" tc qdisc replace dev eth0 root tbf rate "$3" burst "$burst" latency 50ms ||
       die "tc tbf failed"
     ;;
   delay)

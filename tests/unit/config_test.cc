@@ -117,3 +117,17 @@ TEST_CASE("config: under srun, rank, size, job and rendezvous come from Slurm") 
     CHECK(c.nranks == 2);
   }
 }
+
+TEST_CASE("config: GYRE_NET_GBITS, a link rate in Gbit/s") {
+  {
+    ScopedEnv e("GYRE_NET_GBITS", "2.5");
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.netGbits == 2.5);
+  }
+  for (const char* bad : {"0", "-1", "fast", "1e9"}) {
+    ScopedEnv e("GYRE_NET_GBITS", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}

@@ -140,3 +140,14 @@ TEST_CASE("hosts of several ranks: the hierarchical all-reduce once bytes matter
   // Forced without hosts: the tuner chooses among what applies.
   CHECK(forced.choose(Collective::all_reduce, 8, 4).algorithm != Algorithm::hierarchical);
 }
+
+TEST_CASE("between hosts: a tree's root pays per child; a slower network moves the crossovers") {
+  // At 1 MiB over 4 hosts the binomial broadcast would send the buffer twice from its root.
+  const Tuner net(Tuner::tcpNetwork(1, 1.0), "", kChunk, kSlot);
+  CHECK(net.choose(Collective::broadcast, 1 << 20, 4).algorithm == Algorithm::ring);
+  CHECK(net.choose(Collective::broadcast, 8, 8).algorithm == Algorithm::tree);
+  // On a 1 Gbit/s link the doubling's whole-buffer steps lose to the ring sooner than at 10.
+  const Tuner fast(Tuner::tcpNetwork(1, 10.0), "", kChunk, kSlot);
+  CHECK(fast.choose(Collective::all_reduce, 64 << 10, 4).algorithm == Algorithm::doubling);
+  CHECK(net.choose(Collective::all_reduce, 64 << 10, 4).algorithm == Algorithm::ring);
+}

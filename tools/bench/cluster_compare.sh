@@ -58,6 +58,12 @@ exec "$here/tests/cluster/cluster.sh" "\${host%-h*}" exec "\${host##*-h}" sh -c 
 EOF
 chmod +x "$out/agent.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GYRE_SECRET=cluster-compare
+# gyre's tuner is told the line rate, as an operator would (GYRE_NET_GBITS); Open MPI is told
+# to yield while it polls (mpi_yield_when_idle), as the hosts share this machine's cores.
+case $rate in
+*gbit) export GYRE_NET_GBITS=${GYRE_NET_GBITS:-${rate%gbit}} ;;
+*mbit) export GYRE_NET_GBITS=${GYRE_NET_GBITS:-$(awk -v m="${rate%mbit}" 'BEGIN { print m / 1000 }')} ;;
+esac
 
 bytes() {
   local v=${1%[KMGkmg]} u=${1: -1}
