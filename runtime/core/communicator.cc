@@ -296,10 +296,14 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
   if (hostBlocks) {
-    const int sameHostPeer = config.rank % perHost == 0 ? config.rank + 1 : config.rank - 1;
-    const bool memory = transports->forPeer(self, peers[sameHostPeer]).medium() == Medium::memory;
+    // Priced from what every rank knows alike (the peers' cores, the configured transport),
+    // never from this host alone: all ranks must choose the same algorithm.
+    const bool everyHostHasCores = std::all_of(hosts.begin(), hosts.end(), [](const auto& h) {
+      return h.second.ranks <= std::max<int>(1, int(h.second.cpus.size()));
+    });
     tuner->setHosts(nHosts, perHost,
-                    memory ? Tuner::sharedMemory(ranksHaveCores) : Tuner::tcpLoopback(cores));
+                    config.transport == "tcp" ? Tuner::tcpLoopback(cores)
+                                              : Tuner::sharedMemory(everyHostHasCores));
     planHosts = nHosts;
     planLocalRanks = perHost;
   }
