@@ -31,6 +31,19 @@ GYRE_HD inline size_t sliceLen(size_t count, int j, int parts) {
   return sliceLo(count, j + 1, parts) - sliceLo(count, j, parts);
 }
 
+// One round of a ring over a host's L slices: slice s's elements [base, base + chunk), where
+// it has them (a slice shorter than base takes part with none).
+struct SliceRound {
+  size_t count;
+  int parts;
+  size_t base, chunk;
+  GYRE_HD size_t len(int s) const {
+    const size_t n = sliceLen(count, s, parts);
+    return n > base ? min_(chunk, n - base) : size_t(0);
+  }
+  GYRE_HD size_t at(int s) const { return sliceLo(count, s, parts) + base; }
+};
+
 template <class Prims>
 GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size_t count,
                                    size_t chunkElems) {
@@ -43,18 +56,14 @@ GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size
     p.setPeers(&prev, 1, &next, 1);
     const size_t longest = divUp(count, size_t(L));
     for (size_t base = 0; base < longest; base += chunkElems) {
-      auto len = [&](int s) {
-        const size_t n = sliceLen(count, s, L);
-        return n > base ? min_(chunkElems, n - base) : size_t(0);
-      };
-      auto at = [&](int s) { return sliceLo(count, s, L) + base; };
+      const SliceRound r{count, L, base, chunkElems};
       int s = mod(j - 1, L);
-      p.send(at(s), len(s));
+      p.send(r.at(s), r.len(s));
       for (int step = 2; step < L; ++step) {
         s = mod(j - step, L);
-        p.recvReduceSend(at(s), len(s));
+        p.recvReduceSend(r.at(s), r.len(s));
       }
-      p.recvReduceCopy(at(j), at(j), len(j), /*final=*/K == 1);
+      p.recvReduceCopy(r.at(j), r.at(j), r.len(j), /*final=*/K == 1);
     }
   }
   p.useOutputAsInput();
@@ -92,18 +101,14 @@ GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size
   p.setPeers(&prev, 1, &next, 1);
   const size_t longest = divUp(count, size_t(L));
   for (size_t base = 0; base < longest; base += chunkElems) {
-    auto len = [&](int s) {
-      const size_t n = sliceLen(count, s, L);
-      return n > base ? min_(chunkElems, n - base) : size_t(0);
-    };
-    auto at = [&](int s) { return sliceLo(count, s, L) + base; };
-    p.send(at(j), len(j));
+    const SliceRound r{count, L, base, chunkElems};
+    p.send(r.at(j), r.len(j));
     for (int step = 1; step < L - 1; ++step) {
       const int s = mod(j - step, L);
-      p.recvCopySend(at(s), len(s));
+      p.recvCopySend(r.at(s), r.len(s));
     }
     const int s = mod(j + 1, L);
-    p.recv(at(s), len(s));
+    p.recv(r.at(s), r.len(s));
   }
 }
 
