@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: install dependencies, build, and run every test: the release build, then the
 # whole suite under ASan+UBSan, then the thread-rank tests under TSan, then each libFuzzer
-# target for GYRE_FUZZ_SECONDS (default 30). GYRE_TEST_QUICK=1 runs the release build only.
+# target for GYRE_FUZZ_SECONDS (default 20). GYRE_TEST_QUICK=1 runs the release build only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -38,7 +38,7 @@ cmake --build build-tsan -j "$jobs" --target unit_tests collective_tests
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   ctest --output-on-failure --timeout 1500 -R '^(unit|collectives)$')
 
-echo "=== libFuzzer targets (${GYRE_FUZZ_SECONDS:-30} s each)"
+echo "=== libFuzzer targets (${GYRE_FUZZ_SECONDS:-20} s each)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGYRE_FUZZ=ON -DGYRE_WITH_CUDA=OFF -DGYRE_BUILD_TESTS=OFF -DGYRE_BUILD_TOOLS=OFF
 cmake --build build-fuzz -j "$jobs" --target store_request_fuzz handshake_fuzz frame_fuzz c_api_fuzz
@@ -46,7 +46,7 @@ for target in store_request handshake frame c_api; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   LSAN_OPTIONS="suppressions=$suppressions" \
-    build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="${GYRE_FUZZ_SECONDS:-30}" \
+    build-fuzz/tests/fuzz/${target}_fuzz -max_total_time="${GYRE_FUZZ_SECONDS:-20}" \
     -print_final_stats=1 -artifact_prefix=build-fuzz/ "$corpus" 2>&1 | grep -E '^(stat::number_of_executed_units|Done|==[0-9]+==ERROR)'
 done
 echo "fuzz: no crash"
