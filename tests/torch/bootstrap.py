@@ -61,15 +61,13 @@ def spawned(rank, size, port, port2, port3):
             raise AssertionError(f"rank {rank}: after {took:.1f} s: {e}")
         print(f"timeout=3s: rank {rank} failed after {took:.1f} s: {str(e)[:160]}", flush=True)
     # Stay until the other waiter's own timeout fired too: exiting at once would show it a
-    # closed peer instead. Counted in torch's store (rank 0 hosts it, so it leaves last).
+    # closed peer instead. Waited for in torch's store (rank 0 hosts it, so it leaves last).
     store = dist.distributed_c10d._get_default_store()
-    store.add("timed_out", 1)
-    deadline = time.monotonic() + 20
-    while store.add("timed_out", 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    store.add("left", 1)
-    while rank == 0 and store.add("left", 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    store.set(f"timed_out/{rank}", "1")
+    store.wait(["timed_out/0", "timed_out/1"], datetime.timedelta(seconds=20))
+    store.set(f"left/{rank}", "1")
+    if rank == 0:
+        store.wait(["left/1"], datetime.timedelta(seconds=20))
     os._exit(0)  # the group cannot be destroyed cleanly without rank 2
 
 
