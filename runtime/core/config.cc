@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "base/status.h"
-#include "runtime/store/server.h"
 #include "transport/registry.h"
 
 namespace gyre {
@@ -28,30 +27,25 @@ long long envInt(const char* name, long long fallback, long long lo, long long h
   return value;
 }
 
-// Slurm's step: rank, size, job id and where rank 0 (always on the step's first node) hosts
-// the rendezvous. Applies only where neither GYRE_RANK nor torch's RANK is set.
-bool applySlurmEnv(CommConfig& c) {
-  const char* procId = env("SLURM_PROCID");
+// Slurm's step, where srun started this process: rank, size, job and step, and the step's
+// first node (rank 0 always runs there).
+struct SlurmStep {
+  int rank = 0, nranks = 1;
+  long long job = 0, step = 0;
+  std::string firstNode;
+};
+
+bool readSlurmStep(SlurmStep& s) {
   const char* tasks = env("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-  if (!procId || !env(tasks)) return false;
-  c.rank = int(envInt("SLURM_PROCID", 0, 0, 1 << 24));
-  c.nranks = int(envInt(tasks, 1, 1, 1 << 24));
-  const long long job = envInt("SLURM_JOB_ID", 0, 0, 1LL << 40);
-  const long long step = envInt("SLURM_STEP_ID", 0, 0, 1LL << 40);
-  c.jobId = "slurm-" + std::to_string(job) + "." + std::to_string(step);
-  if (c.nranks == 1 || env("GYRE_RENDEZVOUS")) return true;
+  if (!env("SLURM_PROCID") || !env(tasks)) return false;
+  s.rank = int(envInt("SLURM_PROCID", 0, 0, 1 << 24));
+  s.nranks = int(envInt(tasks, 1, 1, 1 << 24));
+  s.job = envInt("SLURM_JOB_ID", 0, 0, 1LL << 40);
+  s.step = envInt("SLURM_STEP_ID", 0, 0, 1LL << 40);
   const char* nodes = env("SLURM_STEP_NODELIST");
   if (!nodes) nodes = env("SLURM_JOB_NODELIST");
   if (!nodes) nodes = env("SLURM_NODELIST");
-  const char* addr = env("MASTER_ADDR");
-  std::string host = addr ? addr : nodes ? firstSlurmHost(nodes) : "";
-  if (host.empty()) {
-    fail(Code::invalid_argument,
-         "under Slurm without SLURM_STEP_NODELIST: set GYRE_RENDEZVOUS or MASTER_ADDR");
-  }
-  const long long port =
-      env("MASTER_PORT") ? envInt("MASTER_PORT", 0, 1, 65535) : slurmRendezvousPort(job, step);
-  c.hostAddress = joinHostPort(host, uint16_t(port));
+  if (nodes) s.firstNode = firstSlurmHost(nodes);
   return true;
 }
 
@@ -133,24 +127,38 @@ void applyTuningEnv(CommConfig& c) {
 CommConfig configFromEnv() {
   CommConfig c;
   const bool haveGyreRank = env("GYRE_RANK") != nullptr;
-  if (!haveGyreRank && !env("RANK") && applySlurmEnv(c)) {
-    if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;
-    if (const char* v = env("GYRE_SECRET")) c.secret = v;
-    if (const char* v = env("GYRE_RENDEZVOUS")) c.rendezvous = v;
-    applyTuningEnv(c);
-    return c;
+  SlurmStep slurm;
+  // Slurm's variables count only where neither gyre's nor torch's rank is set.
+  const bool underSlurm = !haveGyreRank && !env("RANK") && readSlurmStep(slurm);
+  if (underSlurm) {
+    c.rank = slurm.rank;
+    c.nranks = slurm.nranks;
+    c.jobId = "slurm-" + std::to_string(slurm.job) + "." + std::to_string(slurm.step);
+  } else {
+    c.rank = int(envInt(haveGyreRank ? "GYRE_RANK" : "RANK", 0, 0, 1 << 24));
+    c.nranks =
+        int(envInt(env("GYRE_WORLD_SIZE") ? "GYRE_WORLD_SIZE" : "WORLD_SIZE", 1, 1, 1 << 24));
   }
-  c.rank = int(envInt(haveGyreRank ? "GYRE_RANK" : "RANK", 0, 0, 1 << 24));
-  c.nranks = int(envInt(env("GYRE_WORLD_SIZE") ? "GYRE_WORLD_SIZE" : "WORLD_SIZE", 1, 1, 1 << 24));
   if (const char* v = env("GYRE_JOB_ID")) c.jobId = v;
   if (const char* v = env("GYRE_SECRET")) c.secret = v;
   if (const char* v = env("GYRE_RENDEZVOUS")) {
     c.rendezvous = v;
   } else if (c.nranks > 1) {
-    // torch-style: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT (defaults as torch's).
+    // torch-style: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT; the defaults are
+    // torch's, or under Slurm the step's first node and a port from the job and step.
     const char* addr = env("MASTER_ADDR");
     const char* port = env("MASTER_PORT");
-    c.hostAddress = std::string(addr ? addr : "127.0.0.1") + ":" + (port ? port : "29500");
+    const std::string host = addr ? addr : underSlurm ? slurm.firstNode : "127.0.0.1";
+    if (host.empty()) {
+      fail(Code::invalid_argument,
+           "under Slurm without SLURM_STEP_NODELIST: set GYRE_RENDEZVOUS or MASTER_ADDR");
+    }
+    const std::string portText = port ? port
+                                 : underSlurm
+                                     ? std::to_string(slurmRendezvousPort(slurm.job, slurm.step))
+                                     : "29500";
+    c.hostAddress =
+        (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + portText;
   }
   applyTuningEnv(c);
   return c;
