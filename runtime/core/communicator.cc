@@ -56,6 +56,7 @@ std::string interfaceAddress(const std::string& ifname) {
 struct HostCores {
   std::set<int> cpus;
   int ranks = 0;
+  bool coreForEveryRank() const { return ranks <= std::max<int>(1, int(cpus.size())); }
 };
 std::map<std::string, HostCores> coresByHost(const std::vector<PeerInfo>& peers) {
   std::map<std::string, HostCores> hosts;
@@ -268,7 +269,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   // launcher may bind each rank to cores of its own (gyre-run does), so count the host's.
   const auto hosts = coresByHost(peers);
   const auto& host = hosts.at(self.hostId);
-  const bool ranksHaveCores = host.ranks <= std::max<int>(1, int(host.cpus.size()));
+  const bool ranksHaveCores = host.coreForEveryRank();
   // Where ranks outnumber cores a waiter polls too, but hands its core over between looks
   // (sched_yield) so that the rank it waits for can run: 4 ranks on 2 cores, 8 B all-reduce
   // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
@@ -298,9 +299,8 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   if (hostBlocks) {
     // Priced from what every rank knows alike (the peers' cores, the configured transport),
     // never from this host alone: all ranks must choose the same algorithm.
-    const bool everyHostHasCores = std::all_of(hosts.begin(), hosts.end(), [](const auto& h) {
-      return h.second.ranks <= std::max<int>(1, int(h.second.cpus.size()));
-    });
+    const bool everyHostHasCores = std::all_of(
+        hosts.begin(), hosts.end(), [](const auto& h) { return h.second.coreForEveryRank(); });
     tuner->setHosts(nHosts, perHost,
                     config.transport == "tcp" ? Tuner::tcpLoopback(cores)
                                               : Tuner::sharedMemory(everyHostHasCores));
