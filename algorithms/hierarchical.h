@@ -12,6 +12,7 @@
 #pragma once
 
 #include "algorithms/common.h"
+#include "algorithms/ring.h"
 
 namespace gyre::algo {
 
@@ -68,32 +69,9 @@ GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size
   }
   p.useOutputAsInput();
   // Phase 2: ring all-reduce of slice j among the ranks with local index j, in place.
-  const size_t lo = sliceLo(count, j, L), mine = sliceLen(count, j, L);
   if (K > 1) {
-    const int prev = t.rank(mod(h - 1, K), j), next = t.rank(mod(h + 1, K), j);
-    p.setPeers(&prev, 1, &next, 1);
-    const size_t loop = size_t(K) * chunkElems;
-    for (size_t base = 0; base < mine; base += loop) {
-      const size_t part = min_(loop, mine - base);
-      const size_t chunk = divUp(part, size_t(K));
-      auto start = [&](int c) { return min_(size_t(c) * chunk, part); };
-      auto off = [&](int c) { return lo + base + start(c); };
-      auto len = [&](int c) { return min_(chunk, part - start(c)); };
-      int c = mod(h - 1, K);
-      p.send(off(c), len(c));
-      for (int step = 2; step < K; ++step) {
-        c = mod(h - step, K);
-        p.recvReduceSend(off(c), len(c));
-      }
-      c = h;
-      p.recvReduceCopySend(off(c), off(c), len(c), /*final=*/true);
-      for (int step = 1; step < K - 1; ++step) {
-        c = mod(h - step, K);
-        p.recvCopySend(off(c), len(c));
-      }
-      c = mod(h + 1, K);
-      p.recv(off(c), len(c));
-    }
+    ringAllReduceSpan(p, h, K, t.rank(mod(h - 1, K), j), t.rank(mod(h + 1, K), j),
+                      sliceLo(count, j, L), sliceLen(count, j, L), chunkElems);
   }
   // Phase 3: ring all-gather of the slices among this host's ranks; each already holds its own.
   if (L == 1) return;

@@ -16,6 +16,38 @@ GYRE_HD void ringPeers(Prims& p, int rank, int n) {
   p.setPeers(&prev, 1, &next, 1);
 }
 
+// The ring all-reduce of elements [lo, lo + count) among n > 1 ranks in a ring, this one at
+// `position`, receiving from `prev` and sending to `next` (global ranks): the flat ring, and
+// the rings between hosts of the hierarchical all-reduce.
+template <class Prims>
+GYRE_HD void ringAllReduceSpan(Prims& p, int position, int n, int prev, int next, size_t lo,
+                               size_t count, size_t chunkElems) {
+  p.setPeers(&prev, 1, &next, 1);
+  const size_t loop = size_t(n) * chunkElems;
+  for (size_t base = 0; base < count; base += loop) {
+    const size_t part = min_(loop, count - base);
+    const size_t chunk = divUp(part, size_t(n));
+    auto start = [&](int c) { return min_(size_t(c) * chunk, part); };
+    auto off = [&](int c) { return lo + base + start(c); };
+    auto len = [&](int c) { return min_(chunk, part - start(c)); };
+
+    int c = mod(position - 1, n);
+    p.send(off(c), len(c));
+    for (int j = 2; j < n; ++j) {
+      c = mod(position - j, n);
+      p.recvReduceSend(off(c), len(c));
+    }
+    c = position;
+    p.recvReduceCopySend(off(c), off(c), len(c), /*final=*/true);
+    for (int j = 1; j < n - 1; ++j) {
+      c = mod(position - j, n);
+      p.recvCopySend(off(c), len(c));
+    }
+    c = mod(position + 1, n);
+    p.recv(off(c), len(c));
+  }
+}
+
 // recv[i] = op over ranks of send[i], for i < count.
 template <class Prims>
 GYRE_HD void ringAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems) {
@@ -23,30 +55,7 @@ GYRE_HD void ringAllReduce(Prims& p, int rank, int n, size_t count, size_t chunk
     p.localCopy(0, 0, count);
     return;
   }
-  ringPeers(p, rank, n);
-  const size_t loop = size_t(n) * chunkElems;
-  for (size_t base = 0; base < count; base += loop) {
-    const size_t part = min_(loop, count - base);
-    const size_t chunk = divUp(part, size_t(n));
-    auto start = [&](int c) { return min_(size_t(c) * chunk, part); };
-    auto off = [&](int c) { return base + start(c); };
-    auto len = [&](int c) { return min_(chunk, part - start(c)); };
-
-    int c = mod(rank - 1, n);
-    p.send(off(c), len(c));
-    for (int j = 2; j < n; ++j) {
-      c = mod(rank - j, n);
-      p.recvReduceSend(off(c), len(c));
-    }
-    c = rank;
-    p.recvReduceCopySend(off(c), off(c), len(c), /*final=*/true);
-    for (int j = 1; j < n - 1; ++j) {
-      c = mod(rank - j, n);
-      p.recvCopySend(off(c), len(c));
-    }
-    c = mod(rank + 1, n);
-    p.recv(off(c), len(c));
-  }
+  ringAllReduceSpan(p, rank, n, mod(rank - 1, n), mod(rank + 1, n), 0, count, chunkElems);
 }
 
 // Equal blocks of `count` elements, rank r's at r*count: the all_gather layout.
