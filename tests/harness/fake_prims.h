@@ -24,7 +24,12 @@ struct Deadlock : std::runtime_error {
 class FakeNetwork {
  public:
   FakeNetwork(int n, size_t slotElems, size_t nSlots)
-      : n_(n), slotElems_(slotElems), nSlots_(nSlots), queues_(size_t(n) * n), alive_(n) {}
+      : n_(n),
+        slotElems_(slotElems),
+        nSlots_(nSlots),
+        queues_(size_t(n) * n),
+        waiters_(n),
+        alive_(n) {}
 
   size_t slotElems() const { return slotElems_; }
   // The chunk an algorithm may use per step: half a link, as the communicator does.
@@ -33,24 +38,24 @@ class FakeNetwork {
   // One bounded queue per ordered pair of ranks, like a link.
   void push(int from, int to, std::vector<double> slice) {
     std::unique_lock lock(mutex_);
-    auto& q = queue(from, to);
-    waitFor(lock, [&] { return q.size() < nSlots_; });
-    q.push_back(std::move(slice));
-    progressed();
+    const size_t q = queue(from, to);
+    waitFor(lock, from, q, /*forSpace=*/true, [&] { return queues_[q].size() < nSlots_; });
+    queues_[q].push_back(std::move(slice));
+    wake(to, q, /*forSpace=*/false);
   }
   std::vector<double> pop(int from, int self) {
     std::unique_lock lock(mutex_);
-    auto& q = queue(from, self);
-    waitFor(lock, [&] { return !q.empty(); });
-    auto slice = std::move(q.front());
-    q.pop_front();
-    progressed();
+    const size_t q = queue(from, self);
+    waitFor(lock, self, q, /*forSpace=*/false, [&] { return !queues_[q].empty(); });
+    auto slice = std::move(queues_[q].front());
+    queues_[q].pop_front();
+    wake(from, q, /*forSpace=*/true);
     return slice;
   }
   void finished() {
     std::lock_guard lock(mutex_);
     --alive_;
-    progressed();
+    if (alive_ > 0 && blocked_ == alive_) declareDeadlock();
   }
   bool drained() const {
     for (auto& q : queues_)
@@ -60,31 +65,55 @@ class FakeNetwork {
   int n() const { return n_; }
 
  private:
-  std::deque<std::vector<double>>& queue(int from, int to) {
+  // A rank blocked on one queue: only the rank at that queue's other end can unblock it.
+  struct Waiter {
+    std::condition_variable cv;
+    size_t queue = 0;
+    bool forSpace = false;
+    bool blocked = false;
+  };
+
+  size_t queue(int from, int to) const {
     if (from < 0 || from >= n_ || to < 0 || to >= n_ || from == to) {
       throw std::logic_error("an algorithm named a bad peer");
     }
-    return queues_[size_t(from) * n_ + to];
+    return size_t(from) * n_ + to;
   }
-  // blocked_ counts ranks that blocked since the last change of state; when it reaches the
-  // number of live ranks, none of them can ever move again.
-  void progressed() {
-    ++epoch_;
-    blocked_ = 0;
-    changed_.notify_all();
+  // Wakes `rank` alone, and only when it waits for what just changed: a waiter per rank
+  // instead of one broadcast keeps the threads from waking each other for nothing.
+  void wake(int rank, size_t q, bool forSpace) {
+    Waiter& w = waiters_[rank];
+    if (w.blocked && w.queue == q && w.forSpace == forSpace) {
+      w.blocked = false;
+      --blocked_;
+      w.cv.notify_one();
+    }
+  }
+  void declareDeadlock() {
+    deadlocked_ = true;
+    for (Waiter& w : waiters_) w.cv.notify_one();
   }
 
+  // blocked_ counts ranks waiting for a change that no one has made yet; when every live
+  // rank is among them, none of them can ever move again.
   template <class Ready>
-  void waitFor(std::unique_lock<std::mutex>& lock, Ready ready) {
+  void waitFor(std::unique_lock<std::mutex>& lock, int self, size_t q, bool forSpace, Ready ready) {
+    Waiter& w = waiters_[self];
     while (!ready()) {
       if (deadlocked_) throw Deadlock("another rank deadlocked");
-      const uint64_t seen = epoch_;
-      if (++blocked_ == alive_) {
-        deadlocked_ = true;
-        changed_.notify_all();
+      if (blocked_ + 1 == alive_) {
+        declareDeadlock();
         throw Deadlock("deadlock: every unfinished rank is blocked");
       }
-      changed_.wait(lock, [&] { return epoch_ != seen || deadlocked_; });
+      w.queue = q;
+      w.forSpace = forSpace;
+      w.blocked = true;
+      ++blocked_;
+      w.cv.wait(lock, [&] { return !w.blocked || deadlocked_; });
+      if (w.blocked) {
+        w.blocked = false;
+        --blocked_;
+      }
     }
   }
 
@@ -92,11 +121,10 @@ class FakeNetwork {
   size_t slotElems_;
   size_t nSlots_;
   std::mutex mutex_;
-  std::condition_variable changed_;
   std::vector<std::deque<std::vector<double>>> queues_;
+  std::vector<Waiter> waiters_;
   int alive_;
   int blocked_ = 0;
-  uint64_t epoch_ = 0;
   bool deadlocked_ = false;
 };
 
