@@ -2,9 +2,10 @@
 # Runs gyre-bench (over each chosen transport) and the peer benchmarks (Gloo TCP, Open MPI
 # TCP, Open MPI's default: shared memory on one host, from ../shared/peers) in one session on
 # this machine. Prints, per collective and rank count, the median busbw and time of each
-# over repeated runs and gyre's ratios (gyre tcp against the tcp peers, gyre shm against
-# Open MPI shm), and draws PNG plots with gnuplot: busbw vs size, and time vs size up to
-# 64 KiB, one line per library. Broadcasts run in place, as MPI_Bcast's one buffer does.
+# over repeated runs with the fastest and slowest run beside it, and gyre's ratios (gyre tcp
+# against the tcp peers, gyre shm against Open MPI shm), and draws PNG plots with gnuplot:
+# busbw vs size, and time vs size up to 64 KiB, one line per library. Broadcasts run in
+# place, as MPI_Bcast's one buffer does.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
 # bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
 # use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
@@ -30,7 +31,7 @@ while getopts "r:s:p:k:t:l:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
     t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
@@ -102,23 +103,36 @@ done
   done
 } >"$out/rows.txt"
 
-# Medians: "lib op n size busbw time".
+# Medians and spreads: "lib op n size busbw time busbw_min busbw_max time_min time_max".
 awk '
   { key = $1 " " $2 " " $3 " " $4; bw[key] = bw[key] " " $5; tm[key] = tm[key] " " $6 }
-  function median(list,   a, k, i, j, t) {
+  function sorted(list, a,   k, i, j, t) {
     k = split(list, a, " ")
     for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return a[int((k + 1) / 2)]
+    return k
   }
-  END { for (key in bw) print key, median(bw[key]), median(tm[key]) }' "$out/rows.txt" |
+  function spread(list,   a, k) { k = sorted(list, a); return a[int((k + 1) / 2)] " " a[1] " " a[k] }
+  END {
+    for (key in bw) {
+      split(spread(bw[key]), b, " "); split(spread(tm[key]), t, " ")
+      print key, b[1], t[1], b[2], b[3], t[2], t[3]
+    }
+  }' "$out/rows.txt" |
   sort -k1,1 -k2,2 -k3,3n -k4,4n >"$out/medians.txt"
 
-# Tables: every library's busbw (time in µs below 64 KiB, where busbw rounds to 0) and the
-# ratios gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time. tcp/ceiling is
+# Tables: every library's busbw (time in µs below 64 KiB, where busbw rounds to 0) with its
+# spread over the runs, and the ratios of the medians gyre/peer; above 64 KiB busbw ratios, below it peer time / gyre time. tcp/ceiling is
 # the share of what raw loopback sockets reached in the same session.
-awk -v header="$header" '
+awk -v header="$header" -v runs="$repeats" '
   { key = $2 " " $3; if (!(key in cases)) { cases[key] = 1; corder[++nc] = key }; sizes[key " " $4] = 1; bw[$1 " " key " " $4] = $5; tm[$1 " " key " " $4] = $6; libs[$1] = 1 }
-  function cell(l, k, s) { return ((l " " k " " s) in bw) ? (s < 65536 ? sprintf("%.1f us", tm[l " " k " " s]) : sprintf("%.2f", bw[l " " k " " s])) : "-" }
+  { bwlo[$1 " " key " " $4] = $7; bwhi[$1 " " key " " $4] = $8; tmlo[$1 " " key " " $4] = $9; tmhi[$1 " " key " " $4] = $10 }
+  # The median, then the spread over the runs: (fastest-slowest).
+  function cell(l, k, s,   x) {
+    x = l " " k " " s
+    if (!(x in bw)) return "-"
+    if (s < 65536) return sprintf("%.1f us (%.1f-%.1f)", tm[x], tmlo[x], tmhi[x])
+    return sprintf("%.2f (%.2f-%.2f)", bw[x], bwhi[x], bwlo[x])
+  }
   function ratio(g, p, k, s,   a, b) {
     if (!((g " " k " " s) in bw) || !((p " " k " " s) in bw)) return "-"
     if (s < 65536) { a = tm[p " " k " " s]; b = tm[g " " k " " s]; return b > 0 ? sprintf("%.2fx", a / b) : "-" }
@@ -129,7 +143,7 @@ awk -v header="$header" '
     n = split("gyre_shm gyre_tcp mpi_shm mpi_tcp gloo_tcp tcp_ceiling", order, " ")
     for (c = 1; c <= nc; c++) {
       key = corder[c]; split(key, kk, " ")
-      printf "\n## %s, n=%s: median busbw GB/s (time below 64 KiB)\n\n| size |", kk[1], kk[2]
+      printf "\n## %s, n=%s: median busbw GB/s (time below 64 KiB), (fastest-slowest) of %d runs\n\n| size |", kk[1], kk[2], runs
       for (i = 1; i <= n; i++) if (order[i] in libs) printf " %s |", order[i]
       printf " shm/mpi_shm | tcp/mpi_tcp | tcp/gloo | tcp/ceiling |\n|---:|"
       for (i = 1; i <= n; i++) if (order[i] in libs) printf "---:|"
