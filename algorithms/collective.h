@@ -12,7 +12,17 @@
 
 namespace gyre {
 
-enum class Algorithm : uint8_t { ring, tree, doubling, pairwise, dissemination, hierarchical };
+// oneshot: every rank posts once into a host window and reads the others' posts
+// (algorithms/oneshot.h); host-only, the runtime runs it before any plan.
+enum class Algorithm : uint8_t {
+  ring,
+  tree,
+  doubling,
+  pairwise,
+  dissemination,
+  hierarchical,
+  oneshot
+};
 
 struct CollectivePlan {
   Collective coll = Collective::all_reduce;

@@ -16,22 +16,29 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ti
 }
 }  // namespace
 
-void notifyAll(WaitWord& word) {
-  if (word.waiters.load(std::memory_order_seq_cst) != 0) {
-    futex(&word.value, FUTEX_WAKE, INT_MAX, nullptr);
-  }
+void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers) {
+  if (sleepers.load(std::memory_order_seq_cst) != 0) futex(&value, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void sleepWhileEqual(WaitWord& word, uint32_t observed, Clock::time_point until) {
+void sleepWhileEqual(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
+                     uint32_t observed, Clock::time_point until) {
   const auto now = Clock::now();
   if (until <= now) return;
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-  word.waiters.fetch_add(1, std::memory_order_seq_cst);
-  if (word.value.load(std::memory_order_seq_cst) == observed) {
-    futex(&word.value, FUTEX_WAIT, observed, &ts);
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (value.load(std::memory_order_seq_cst) == observed) {
+    futex(&value, FUTEX_WAIT, observed, &ts);
   }
-  word.waiters.fetch_sub(1, std::memory_order_seq_cst);
+  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void notifyAll(WaitWord& word) {
+  notifyAll(word.value, word.waiters);
+}
+
+void sleepWhileEqual(WaitWord& word, uint32_t observed, Clock::time_point until) {
+  sleepWhileEqual(word.value, word.waiters, observed, until);
 }
 
 }  // namespace gyre

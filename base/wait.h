@@ -23,6 +23,12 @@ void notifyAll(WaitWord& word);
 // a change of the value or a spurious wake-up; callers re-check their condition.
 void sleepWhileEqual(WaitWord& word, uint32_t observed, Clock::time_point until);
 
+// The same for a value and a count of its sleepers kept apart (the value shares its cache
+// line with data, the count does not).
+void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers);
+void sleepWhileEqual(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
+                     uint32_t observed, Clock::time_point until);
+
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

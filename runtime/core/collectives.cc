@@ -96,19 +96,24 @@ void Communicator::Impl::runChannels(const OpContext& ctx, int channels, const B
 }
 
 CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes) {
+  return plan(desc, bytes, choose(desc.coll, bytes));
+}
+
+CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algorithm algorithm) {
   PlanShape shape;
   shape.nSlots = config.nSlots;
   shape.slotBytes = config.slotBytes;
   shape.maxChannels = config.channels > 0 ? config.channels : tuner->channels(bytes);
   shape.hosts = planHosts;
   shape.localRanks = planLocalRanks;
-  return planCollective(desc.coll, desc.dtype, desc.count, desc.root, choose(desc.coll, bytes),
-                        shape);
+  return planCollective(desc.coll, desc.dtype, desc.count, desc.root, algorithm, shape);
 }
 
 void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const void* send,
                                     void* recv) {
-  const CollectivePlan plan = this->plan(ctx.desc, bytes);
+  const Algorithm algorithm = choose(ctx.desc.coll, bytes);
+  if (algorithm == Algorithm::oneshot) return runOneShot(ctx, send, recv);
+  const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
   runChannels(ctx, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
@@ -119,7 +124,11 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
 }
 
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
+  static_assert(std::size(decltype(lastChoice){}) > size_t(Collective::all_to_all_v));
+  LastChoice& last = lastChoice[size_t(coll)];
+  if (last.bytes == bytes) return last.algorithm;
   const Choice c = tuner->choose(coll, bytes, config.nranks);
+  last = {bytes, c.algorithm};
   // Logged once per collective, algorithm and power-of-two size class.
   if (!logEnabled(LogLevel::info)) return c.algorithm;
   int sizeClass = 0;

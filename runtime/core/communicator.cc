@@ -257,6 +257,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   self.hostId = localHostId();
   self.cpus = allowedCpus();
   transports->publish(self);
+  offerHostWindow(self);
   const Agreement agreed{config.nranks, config.nSlots, config.slotBytes};
   const auto all = bootstrap->allGather(agreed.encode() + self.encode());
   checkAgreement(*bootstrap, who(), agreed, all);
@@ -307,6 +308,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     planHosts = nHosts;
     planLocalRanks = perHost;
   }
+  joinHostWindow(allMemory);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.
@@ -359,13 +361,13 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
 }
 
 void Communicator::Impl::drainQueue() {
+  if (unfinished.load(std::memory_order_acquire) == 0) return;
   std::unique_lock lock(queueMutex);
   if (std::this_thread::get_id() == worker.get_id()) return;  // the worker runs in order
   queueChanged.wait(lock, [&] { return unfinished == 0; });
 }
 
-void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpContext&)>& body,
-                             bool p2p) {
+void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p) {
   std::lock_guard lock(opMutex);
   if (Status s = poisoned(); !s.ok()) {
     throw Failure(s.code, who() + ": " + collectiveName(desc.coll) +
@@ -386,7 +388,8 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
   ctx.inputReadOnly = p2p;
   if (!p2p) {
     board->started(ctx.desc);
-    ctx.checkPeers = [board = board.get(), desc = ctx.desc] { return board->disagreement(desc); };
+    // Two pointers: small enough for std::function to hold without an allocation.
+    ctx.checkPeers = [board = board.get(), desc = &ctx.desc] { return board->disagreement(*desc); };
   }
   try {
     body(ctx);
@@ -396,6 +399,7 @@ void Communicator::Impl::run(OpDesc desc, const std::function<void(const OpConte
     // Record the cause before closing: the neighbours woken by the close then report it.
     s = board->report(s, ctx.desc);
     setPoison(s);
+    if (oneShot) oneShot->markFailed(s);  // ranks waiting in the window stop now
     // Closing our connections makes every neighbour fail now instead of at its deadline, and
     // tells those it can why (a neighbour cut off from the failure board still names the
     // rank lost first).
@@ -517,6 +521,7 @@ Communicator::~Communicator() {
 // Stops the event loop before the transport and connections it serves are destroyed: the
 // members alone would be destroyed in the wrong order for that.
 Communicator::Impl::~Impl() {
+  if (oneShot) oneShot->markLeft();  // ranks still waiting in the window name this one
   board.reset();
   if (transports) transports->shutdown();
   for (auto& [key, conn] : connections) conn->close();

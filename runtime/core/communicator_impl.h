@@ -11,10 +11,13 @@
 #include <unordered_set>
 
 #include "algorithms/host_prims.h"
+#include "algorithms/oneshot.h"
 #include "algorithms/peer_recorder.h"
+#include "base/function_ref.h"
 #include "runtime/core/channel_workers.h"
 #include "runtime/core/communicator.h"
 #include "runtime/core/tuner.h"
+#include "transport/shm/segment.h"
 #include "transport/transport.h"
 
 namespace gyre {
@@ -56,6 +59,10 @@ struct Communicator::Impl {
   // Hosts and ranks per host where ranks lie host by host (else 1, 1): the hierarchical plans.
   int planHosts = 1;
   int planLocalRanks = 1;
+  // The host window and its one-shot collectives (host_window.cc), where every rank shares
+  // this host over shared memory; null elsewhere.
+  ShmSegment windowSegment;
+  std::unique_ptr<OneShot> oneShot;
   std::chrono::microseconds spin{0};    // the busy phase of every wait (config.spin resolved)
   bool yieldWhileSpinning = false;      // ranks on this host outnumber its cores
   int splits = 0;                       // split() calls so far: names children's namespaces
@@ -66,6 +73,12 @@ struct Communicator::Impl {
   uint64_t seq = 0;
   std::vector<uint64_t> sentTo, receivedFrom;  // point-to-point sequence numbers per peer
   std::unordered_set<int> loggedChoices;       // (collective, algorithm, size class) logged once
+  // The last choice per collective: a loop of same-sized calls asks the tuner once.
+  struct LastChoice {
+    size_t bytes = SIZE_MAX;
+    Algorithm algorithm = Algorithm::ring;
+  };
+  LastChoice lastChoice[16];
   std::atomic<bool> abortFlag{false};
   mutable std::mutex poisonMutex;
   Status poison;
@@ -85,7 +98,7 @@ struct Communicator::Impl {
   std::mutex queueMutex;
   std::condition_variable queueChanged;
   std::deque<std::function<void()>> queue;
-  size_t unfinished = 0;  // queued or running
+  std::atomic<size_t> unfinished{0};  // queued or running; changed under queueMutex
   bool stopWorker = false;
   std::thread worker;
 
@@ -93,13 +106,19 @@ struct Communicator::Impl {
   std::string who() const { return "rank " + std::to_string(config.rank); }
 
   void init(const std::string& explicitNamespace);
+  // Rank 0 creates the host window and offers it in its peer info (before the exchange);
+  // then every rank maps it where all ranks share this host over memory, and all agree.
+  void offerHostWindow(PeerInfo& self);
+  void joinHostWindow(bool allMemory);
+  void runOneShot(const OpContext& ctx, const void* send, void* recv);
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
   std::shared_ptr<Store> openStore();
   Connection& connection(int peer, int channel);
   // The plan of the call `desc` names, `bytes` long (the tuner's choice is logged once per
   // size class): algorithm, channels and step sizes (runtime/core/plan).
-  CollectivePlan plan(const OpDesc& desc, size_t bytes);
+  CollectivePlan plan(const OpDesc& desc, size_t bytes);  // the tuner's algorithm
+  CollectivePlan plan(const OpDesc& desc, size_t bytes, Algorithm algorithm);
 
   void setPoison(const Status& s) {
     std::lock_guard lock(poisonMutex);
@@ -115,7 +134,7 @@ struct Communicator::Impl {
   // Runs `body(ctx)` under the op lock with a fresh sequence number. Point-to-point calls
   // (`p2p`) are numbered by `body` per pair and direction (sentTo, receivedFrom): other
   // ranks take no part, so they neither count nor publish progress.
-  void run(OpDesc desc, const std::function<void(const OpContext&)>& body, bool p2p = false);
+  void run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p = false);
   // The sends and receives of a group, all moving together in rounds (group.cc).
   void sendRecvBatch(const std::vector<GroupOp>& ops);
   // Opens the connections `algo` needs, in ascending rank order (every rank dials the higher

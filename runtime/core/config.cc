@@ -96,6 +96,8 @@ void applyTuningEnv(CommConfig& c) {
   c.nSlots = uint32_t(envInt("GYRE_NSLOTS", c.nSlots, 2, 1024));
   c.slotBytes = size_t(envInt("GYRE_SLOT_BYTES", (long long)c.slotBytes, 64, 64 << 20));
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
+  c.oneShotBytes =
+      size_t(envInt("GYRE_ONESHOT_BYTES", (long long)c.oneShotBytes, 0, (long long)16 << 20));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
   c.tcpTimeout =
@@ -177,10 +179,11 @@ void validate(const CommConfig& c) {
   }
   if (c.nSlots < 2) fail(Code::invalid_argument, "need at least 2 slots per link");
   if (!c.algorithm.empty() && c.algorithm != "ring" && c.algorithm != "tree" &&
-      c.algorithm != "rd" && c.algorithm != "hier" && c.algorithm != "auto") {
+      c.algorithm != "rd" && c.algorithm != "hier" && c.algorithm != "oneshot" &&
+      c.algorithm != "auto") {
     fail(Code::invalid_argument, "algorithm '" + c.algorithm +
                                      "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
-                                     "hier, auto");
+                                     "hier, oneshot, auto");
   }
   const auto& names = transportNames();
   if (c.transport != "auto" && std::find(names.begin(), names.end(), c.transport) == names.end()) {

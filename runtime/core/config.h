@@ -27,6 +27,9 @@ struct CommConfig {
   // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): 50 µs where every rank
   // on this host can have a core of its own, else 200 µs of polls with sched_yield between.
   std::chrono::microseconds spin{-1};
+  // GYRE_ONESHOT_BYTES: the largest post of a one-shot collective through the host window
+  // (every rank on one host over shared memory); 0: no window.
+  size_t oneShotBytes = 64 * 1024;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
   // the system's default for the others), system (never set), or a name for every one.

@@ -28,6 +28,10 @@ constexpr double kShmSleepingWholeBufferStep = 1.3;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
+// The one-shot collectives over a host window: a flag and a payload in one cache line per
+// step, and reads of lines another core wrote at about half a slot copy's rate (docs/tuning.md).
+constexpr double kOneShotAlphaUs = 0.3;
+constexpr double kOneShotReadBytes = 2.0;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -51,6 +55,8 @@ const char* algorithmName(Algorithm a) {
       return "dissemination";
     case Algorithm::hierarchical:
       return "hier";
+    case Algorithm::oneshot:
+      return "oneshot";
   }
   return "?";
 }
@@ -67,10 +73,12 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
     forcedAlgorithm_ = Algorithm::doubling;
   } else if (forced == "hier") {
     forcedAlgorithm_ = Algorithm::hierarchical;
+  } else if (forced == "oneshot") {
+    forcedAlgorithm_ = Algorithm::oneshot;
   } else {
     fail(Code::invalid_argument,
          "algorithm '" + forced +
-             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, hier, auto");
+             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, hier, oneshot, auto");
   }
 }
 
@@ -86,6 +94,10 @@ LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
           kTcpExtraPassBytes,
           std::clamp(coresPerRank, 1, kMaxAutoChannels),
           /*oneEgress=*/true};
+}
+
+void Tuner::setOneShot(size_t capacity) {
+  oneShotCapacity_ = capacity;
 }
 
 void Tuner::setHosts(int hosts, int localRanks, LinkCost intraHost) {
@@ -109,6 +121,30 @@ LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
 double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {
   const double b = double(bytes), lg = log2Ceil(n), nn = n;
   double steps = -1, factor = 0;
+  if (a == Algorithm::oneshot) {
+    // One post and n - 1 reads, all at once: one step; each rank reads (and reduces) every
+    // post it needs out of memory another core wrote (docs/tuning.md).
+    const size_t perRank = coll == Collective::all_gather ? bytes / size_t(n) : bytes;
+    // Nothing to move: the slot algorithms return at once, as a call of count 0 should.
+    if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
+    double reads = 0;
+    switch (coll) {
+      case Collective::all_reduce:
+      case Collective::reduce:
+        reads = nn * b;
+        break;
+      case Collective::reduce_scatter:
+        reads = b;
+        break;
+      case Collective::broadcast:
+      case Collective::all_gather:
+        reads = b;
+        break;
+      default:
+        return -1;
+    }
+    return kOneShotAlphaUs + reads * kOneShotReadBytes / link_.betaBytesUs;
+  }
   if (a == Algorithm::hierarchical) {
     if (coll != Collective::all_reduce || hosts_ < 2 || localRanks_ < 2) return -1;
     // A reduce-scatter and an all-gather inside the hosts, a ring all-reduce between them
@@ -188,9 +224,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
 }
 
 namespace {
-constexpr Algorithm kAll[] = {Algorithm::ring,          Algorithm::tree,
-                              Algorithm::doubling,      Algorithm::pairwise,
-                              Algorithm::dissemination, Algorithm::hierarchical};
+constexpr Algorithm kAll[] = {
+    Algorithm::ring,          Algorithm::tree,         Algorithm::doubling, Algorithm::pairwise,
+    Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot};
 }
 
 // On every call: no allocation, no formatting.

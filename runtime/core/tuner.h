@@ -40,10 +40,10 @@ struct Choice {
 
 class Tuner {
  public:
-  // `forced`: "" or "auto" (choose), "ring", "tree", "rd" or "hier"; anything else throws
-  // InvalidArgument.
-  // `chunkBytes`: the data a round puts on a link (half a link's slots); `slotBytes`: one slot,
-  // the unit a chain forwards (a hop passes a slot on before the next one arrives).
+  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "hier" or "oneshot"; anything else
+  // throws InvalidArgument. `chunkBytes`: the data a round puts on a link (half a link's slots);
+  // `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on before the next one
+  // arrives).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes);
   static constexpr int kMaxAutoChannels = 4;
   // A channel past the first costs a thread per call: it must carry at least this much.
@@ -64,6 +64,9 @@ class Tuner {
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with
   // `intraHost` inside the hosts and the tuner's link between them.
   void setHosts(int hosts, int localRanks, LinkCost intraHost);
+  // Every rank shares a host window whose posts hold `capacity` bytes: the one-shot
+  // collectives become candidates for calls whose post fits (0: none).
+  void setOneShot(size_t capacity);
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
@@ -82,6 +85,7 @@ class Tuner {
   LinkCost intraHost_{};
   int hosts_ = 1;
   int localRanks_ = 1;
+  size_t oneShotCapacity_ = 0;
   size_t chunkBytes_;
   size_t slotBytes_;
   bool forced_ = false;

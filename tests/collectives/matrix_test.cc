@@ -351,6 +351,11 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
     for (const char* algorithm : {"ring", "tree", "rd"}) runMatrix(n, algorithm, 0, "auto", 2);
   }
 }
+// Every collective the host window runs goes through it where its post fits (64 KiB); the
+// larger calls, and the collectives it lacks, interleave through the links.
+TEST_CASE("matrix: one-shot through the host window") {
+  for (int n : kSizes) runMatrix(n, "oneshot");
+}
 TEST_CASE("matrix: the tuner's own choices") {
   for (int n : {3, 4}) runMatrix(n, "");
 }

@@ -169,6 +169,37 @@ kill9)
   [ "$ms" -lt 15000 ] || fail "took $ms ms from the kill to the end of the job"
   echo "kill9: job ended ${ms} ms after the kill (including gyre-run's grace period)"
   ;;
+oneshot)
+  # Small calls go through the host window: the tuner says so, every element is checked; then
+  # a rank killed in a loop of 8-byte all-reduces is named by every other rank within moments.
+  for coll in all_reduce broadcast all_gather reduce reduce_scatter; do
+    GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll -b 24 -e 48K -f 8 \
+      -n 20 -w 2 >"$out" 2>&1 || fail "gyre-bench $coll exited $?"
+    grep -q "$coll of 24 B at n=3: oneshot" "$out" || fail "$coll of 24 B did not use the host window"
+    rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
+    bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+    [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
+  done
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 --grace-ms 3000 "$walk" --loop 100000000 --loop-count 2 \
+    >"$out" 2>&1 &
+  job=$!
+  for _ in $(seq 200); do grep -q 'rank 1 pid [0-9]* looping' "$out" && break; sleep 0.05; done
+  victim=$(sed -n 's/.*rank 1 pid \([0-9]*\) looping.*/\1/p' "$out")
+  [ -n "$victim" ] || { kill $job; fail "rank 1 did not start"; }
+  sleep 0.5
+  start=$(date +%s%N)
+  kill -9 "$victim"
+  wait $job
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 1 killed by SIGKILL)"
+  for r in 0 2; do
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #[0-9]+ " "$out" ||
+      fail "rank $r did not name rank 1 first"
+  done
+  [ "$ms" -lt 10000 ] || fail "took $ms ms from the kill to the end of the job"
+  echo "oneshot: job ended ${ms} ms after the kill (including gyre-run's grace period)"
+  ;;
 stop)
   # A rank stops itself (SIGSTOP) between two collectives: the others time out naming it and
   # what it last completed; gyre-run kills the stopped rank after its grace periods.

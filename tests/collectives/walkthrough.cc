@@ -3,6 +3,7 @@
 //   --fail-rank R [--exit-code C]  rank R exits right after init; the others start a large
 //                                  all-reduce and must fail naming rank R
 //   --loop N                       N large all-reduces, each checked (prints its pid first)
+//   --loop-count C                 C elements per all-reduce of the loop (default 1048576)
 //   --stop-rank R --stop-after K   in the loop, rank R computes for 0.5 s after K rounds, then
 //                                  stops itself (SIGSTOP)
 //   --mismatch KIND                rank 1 disagrees on count|dtype|op|root|kind
@@ -51,9 +52,9 @@ void mismatch(gyre::Comm& comm, const std::string& kind) {
 }
 
 // Large all-reduces, each checked.
-void loop(gyre::Comm& comm, int rounds, int stopRank, int stopAfter) {
+void loop(gyre::Comm& comm, int rounds, size_t count, int stopRank, int stopAfter) {
   const int rank = comm.rank(), n = comm.size();
-  std::vector<float> in(1 << 20), out(1 << 20);
+  std::vector<float> in(count), out(count);
   for (int round = 0; round < rounds; ++round) {
     if (rank == stopRank && round == stopAfter) {
       // Stopped while "computing": its progress was published meanwhile (at most 200 ms old).
@@ -63,7 +64,7 @@ void loop(gyre::Comm& comm, int rounds, int stopRank, int stopAfter) {
     }
     for (size_t i = 0; i < in.size(); ++i) in[i] = float((rank + round + i) % 7);
     comm.allReduce(in.data(), out.data(), in.size());
-    for (size_t i = 0; i < out.size(); i += 4099) {
+    for (size_t i = 0; i<out.size(); i += count> 4099 ? 4099 : 1) {
       float expect = 0;
       for (int r = 0; r < n; ++r) expect += float((r + round + i) % 7);
       expect_(out[i] == expect, rank);
@@ -73,6 +74,7 @@ void loop(gyre::Comm& comm, int rounds, int stopRank, int stopAfter) {
 
 int main(int argc, char** argv) {
   int failRank = -1, exitCode = 3, rounds = 0, stopRank = -1, stopAfter = 0;
+  size_t loopCount = size_t(1) << 20;
   bool secondComm = false;
   std::string mismatchKind;
   for (int i = 1; i < argc; ++i) {
@@ -83,6 +85,8 @@ int main(int argc, char** argv) {
       exitCode = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--loop") && more)
       rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--loop-count") && more)
+      loopCount = size_t(std::atoll(argv[++i]));
     else if (!std::strcmp(argv[i], "--stop-rank") && more)
       stopRank = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--stop-after") && more)
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
     if (!mismatchKind.empty()) mismatch(comm, mismatchKind);
     if (rounds > 0) {
       std::fprintf(stderr, "rank %d pid %d looping\n", rank, int(getpid()));
-      loop(comm, rounds, stopRank, stopAfter);
+      loop(comm, rounds, loopCount, stopRank, stopAfter);
       if (failures) return 1;
       std::printf("loop: %d rounds correct\n", rounds);
       std::fflush(stdout);

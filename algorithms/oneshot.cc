@@ -1,0 +1,249 @@
+#include "algorithms/oneshot.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "kernels/cpu/reduce.h"
+
+namespace gyre {
+
+namespace {
+constexpr Clock::duration kFirstPeerCheck = std::chrono::seconds(1);
+constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
+// A stuck waiter looks at the process it waits for this often (a kill(0) and, for a zombie,
+// a read of /proc): a killed rank is named within this, not at the deadline.
+constexpr Clock::duration kLivenessCheck = std::chrono::milliseconds(20);
+
+std::string who(const OpContext& ctx) {
+  return "rank " + std::to_string(ctx.rank) + ": " + describeOp(ctx.desc);
+}
+}  // namespace
+
+OneShot::OneShot(MailboxWindow window, int rank)
+    : window_(window),
+      rank_(rank),
+      knownDone_(size_t(window.nranks()), 0),
+      posts_(size_t(window.nranks()), nullptr) {
+  for (int r = 0; r < window_.nranks(); ++r) boxes_.push_back(window_.mailbox(r));
+  self_ = boxes_[size_t(rank)];
+}
+
+bool OneShot::implements(Collective coll) {
+  return coll == Collective::all_reduce || coll == Collective::broadcast ||
+         coll == Collective::reduce || coll == Collective::all_gather ||
+         coll == Collective::reduce_scatter;
+}
+
+size_t OneShot::postBytes(Collective coll, size_t count, size_t elemSize, int nranks) {
+  return coll == Collective::reduce_scatter ? count * elemSize * size_t(nranks) : count * elemSize;
+}
+
+void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
+  const OpDesc& d = ctx.desc;
+  const int n = window_.nranks();
+  const size_t es = dataTypeSize(d.dtype);
+  const auto bytes = uint32_t(postBytes(d.coll, d.count, es, n));
+  auto* out = static_cast<std::byte*>(recv);
+  buffer_ = int(calls_ % 2);
+  // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
+  auto reduceAll = [&](size_t at, size_t count) {
+    auto& posts = posts_;
+    for (int r = 0; r < n; ++r) posts[size_t(r)] = awaitPost(ctx, r, bytes) + at;
+    const bool avg = d.op == RedOp::avg;
+    if (n == 1) return cpu::copy(out, nullptr, posts[0], count * es);
+    for (int r = 1; r < n; ++r) {
+      cpu::reduce(d.dtype, d.op, out, nullptr, r == 1 ? posts[0] : out, posts[size_t(r)], count,
+                  avg && r == n - 1 ? n : 0);
+    }
+  };
+  switch (d.coll) {
+    case Collective::all_reduce:
+      post(ctx, send, bytes);
+      reduceAll(0, d.count);
+      break;
+    case Collective::reduce:
+      post(ctx, send, bytes);
+      if (rank_ == d.root) {
+        reduceAll(0, d.count);
+      } else {
+        awaitPost(ctx, d.root, bytes);  // its header: the root is in this call too
+      }
+      break;
+    case Collective::reduce_scatter:
+      post(ctx, send, bytes);
+      reduceAll(size_t(rank_) * d.count * es, d.count);
+      break;
+    case Collective::broadcast:
+      // The others post their arrival (no payload), so that the root, too, sees who is in
+      // this call: ranks that disagree on the root or the count fail instead of returning.
+      if (rank_ == d.root) {
+        post(ctx, send, bytes);
+        for (int r = 0; r < n; ++r) {
+          if (r != rank_) awaitPost(ctx, r, 0);
+        }
+        cpu::copy(out, nullptr, send, bytes);  // a no-op in place
+      } else {
+        post(ctx, nullptr, 0);
+        cpu::copy(out, nullptr, awaitPost(ctx, d.root, bytes), bytes);
+      }
+      break;
+    case Collective::all_gather:
+      post(ctx, send, bytes);
+      for (int r = 0; r < n; ++r) {
+        const std::byte* from =
+            r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
+        cpu::copy(out + size_t(r) * bytes, nullptr, from, bytes);  // a no-op in place
+      }
+      break;
+    default:
+      fail(Code::internal, who(ctx) + ": not a one-shot collective");
+  }
+  finish(ctx);
+}
+
+void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes) {
+  // The post is free once every rank has finished the call that used it last.
+  const uint64_t need = lastUse_[buffer_];
+  for (int r = 0; r < window_.nranks(); ++r) {
+    if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
+    std::atomic<uint64_t>& done = boxes_[size_t(r)].state->done;
+    waitUntil(
+        ctx, r, "the end of a previous call at",
+        [&] { return (knownDone_[size_t(r)] = done.load(std::memory_order_acquire)) >= need; },
+        nullptr, 0);
+  }
+  MailPost& p = self_.posts[buffer_];
+  if (bytes > 0) {
+    std::memcpy(bytes <= MailPost::kInlineBytes ? p.inlined : self_.data[buffer_], payload, bytes);
+  }
+  p.meta.setOp(ctx.desc);
+  p.meta.bytes = bytes;
+  p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
+  notifyAll(p.flag, self_.state->sleepers);
+}
+
+const std::byte* OneShot::awaitPost(const OpContext& ctx, int peer, uint32_t bytes) {
+  Mailbox& box = boxes_[size_t(peer)];
+  MailPost& p = box.posts[buffer_];
+  const auto want = uint32_t(ctx.desc.seq);
+  if (peer != rank_) {
+    waitUntil(
+        ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
+        &p.flag, want);
+    // It posted this call, so it finished the one before: its reading of our older post.
+    knownDone_[size_t(peer)] = std::max(knownDone_[size_t(peer)], lastSeq_);
+    if (!p.meta.sameOp(ctx.desc) || p.meta.bytes != bytes) {
+      std::string message = "rank " + std::to_string(ctx.rank) +
+                            ": ranks disagree: this rank is in " + describeOp(ctx.desc) +
+                            " but rank " + std::to_string(peer) + " posted data for " +
+                            describeOp(p.meta);
+      if (p.meta.sameOp(ctx.desc)) {
+        message += " of " + std::to_string(p.meta.bytes) + " bytes where " + std::to_string(bytes) +
+                   " bytes were expected";
+      }
+      fail(Code::invalid_usage, message);
+    }
+  }
+  return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[buffer_];
+}
+
+void OneShot::finish(const OpContext& ctx) {
+  self_.state->done.store(ctx.desc.seq, std::memory_order_release);
+  lastUse_[buffer_] = ctx.desc.seq;
+  lastSeq_ = ctx.desc.seq;
+  ++calls_;
+}
+
+void OneShot::markLeft() {
+  markFailed({Code::remote_error,
+              "rank " + std::to_string(rank_) + " left: its communicator was destroyed", rank_});
+}
+
+void OneShot::markFailed(const Status& s) {
+  MailFailure& f = *self_.failure;
+  if (f.code.load(std::memory_order_acquire) != 0) return;
+  const size_t k = std::min(s.message.size(), sizeof f.message - 1);
+  std::memcpy(f.message, s.message.data(), k);
+  f.message[k] = '\0';
+  f.lostRank = s.lostRank;
+  f.code.store(uint32_t(s.code == Code::success ? Code::internal : s.code),
+               std::memory_order_release);
+  // Wake every sleeper on our posts: they look at the failure records next.
+  for (int b = 0; b < 2; ++b) notifyAll(self_.posts[b].flag, self_.state->sleepers);
+}
+
+template <class Ready>
+void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
+                        std::atomic<uint32_t>* flag, uint32_t want) {
+  // Polls first, the clock only after 64 of them: a tiny call's wait is a few polls long.
+  if (ctx.spin.count() > 0) {
+    Clock::time_point spinEnd{};
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (ready()) return;
+        if (ctx.yieldWhileSpinning) {
+          sched_yield();
+        } else {
+          cpuRelax();
+        }
+      }
+      if (spinEnd == Clock::time_point{}) spinEnd = Clock::now() + ctx.spin;
+    } while (Clock::now() < spinEnd);
+  }
+  auto peerCheckInterval = kFirstPeerCheck;
+  auto nextPeerCheck = Clock::now() + peerCheckInterval;
+  auto nextLivenessCheck = Clock::now();
+  while (true) {
+    if (ready()) return;
+    for (int r = 0; r < window_.nranks(); ++r) {
+      const MailFailure& f = *boxes_[size_t(r)].failure;
+      if (r == rank_ || f.code.load(std::memory_order_acquire) == 0) continue;
+      throw Failure(
+          Status{Code(f.code.load()),
+                 who(ctx) + " failed: rank " + std::to_string(r) + " failed: " + f.message,
+                 f.lostRank >= 0 ? f.lostRank : r});
+    }
+    if (ctx.abort && ctx.abort->load(std::memory_order_relaxed)) {
+      fail(Code::aborted, who(ctx) + " aborted by gyreCommAbort");
+    }
+    const auto now = Clock::now();
+    if (now >= nextLivenessCheck) {
+      if (window_.ownerExited(peer)) {
+        throw Failure(Status{Code::remote_error,
+                             who(ctx) + " failed: rank " + std::to_string(peer) +
+                                 " exited (its process ended) while this rank waited for " + what +
+                                 " it",
+                             peer});
+      }
+      nextLivenessCheck = now + kLivenessCheck;
+    }
+    if (now >= ctx.deadline) {
+      std::ostringstream secs;
+      secs << std::chrono::duration<double>(ctx.timeout).count();
+      fail(Code::timeout, who(ctx) + " timed out after " + secs.str() + " s waiting for " + what +
+                              " rank " + std::to_string(peer) + " over the host window");
+    }
+    if (ctx.checkPeers && now >= nextPeerCheck) {
+      if (Status s = ctx.checkPeers(); !s.ok()) {
+        throw Failure(s.code, "rank " + std::to_string(ctx.rank) + ": " + s.message);
+      }
+      peerCheckInterval = std::min(2 * peerCheckInterval, kLastPeerCheck);
+      nextPeerCheck = now + peerCheckInterval;
+    }
+    // Short slices: the failure records, the abort word and the peer's process get a look.
+    const auto until =
+        std::min({ctx.deadline, nextLivenessCheck, now + std::chrono::milliseconds(20)});
+    if (flag) {
+      const uint32_t seen = flag->load(std::memory_order_acquire);
+      if (seen != want) sleepWhileEqual(*flag, boxes_[size_t(peer)].state->sleepers, seen, until);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace gyre

@@ -1,0 +1,74 @@
+// A host window: memory that every rank of a communicator on one host maps, holding one
+// mailbox per rank. A rank posts a small collective's whole payload once into its own mailbox;
+// the others read it from there (algorithms/oneshot.h). Two posts per mailbox, used in turn, so
+// a rank may post its next call while others still read its last one.
+//
+// A post's flag (the low 32 bits of the call's sequence number, written last), the call's
+// header and payloads of up to kInlineBytes share one cache line: a tiny payload crosses from
+// one core to another in the same transfer as the flag that announces it. Flags need no reset:
+// each call has a sequence number of its own.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "link/slot.h"
+
+namespace gyre {
+
+struct alignas(64) MailPost {
+  static constexpr size_t kInlineBytes = 24;
+  std::atomic<uint32_t> flag{0};  // the call this post holds (low 32 bits of its seq)
+  uint32_t reserved = 0;
+  SlotMeta meta;  // the call and its payload's bytes, compared by every reader
+  std::byte inlined[kInlineBytes];
+};
+static_assert(sizeof(MailPost) == 64, "a post's head is one cache line");
+
+// What a rank tells the others about itself, each on a line of its own.
+struct alignas(64) MailState {
+  std::atomic<uint64_t> done{0};      // the last call (seq) this rank finished reading for
+  std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's flags (futex)
+  int32_t pid = 0;                    // the owner, for liveness checks
+};
+struct alignas(64) MailFailure {
+  std::atomic<uint32_t> code{0};  // non-zero (a gyre Code): this rank failed; message is set
+  int32_t lostRank = -1;
+  char message[248] = {};
+};
+
+// One rank's mailbox, as a view into the window.
+struct Mailbox {
+  MailPost* posts = nullptr;  // [2]
+  MailState* state = nullptr;
+  MailFailure* failure = nullptr;
+  std::byte* data[2] = {nullptr, nullptr};  // each `capacity` bytes, for payloads too big to inline
+};
+
+// A view of a mapped window: a header line, then each rank's mailbox.
+class MailboxWindow {
+ public:
+  // The bytes a window of `nranks` mailboxes, each post holding up to `capacity` bytes, takes.
+  static size_t bytesFor(int nranks, size_t capacity);
+
+  MailboxWindow() = default;
+  // Over mapped memory of bytesFor(nranks, capacity): `format` writes the header (the creator,
+  // on zeroed memory); otherwise the header must match, else Failure(invalid_usage).
+  MailboxWindow(void* base, int nranks, size_t capacity, bool format);
+
+  int nranks() const { return nranks_; }
+  size_t capacity() const { return capacity_; }
+  Mailbox mailbox(int rank) const;
+
+  // Whether `rank`'s process has exited (or was never recorded): checked by stuck waiters.
+  bool ownerExited(int rank) const;
+
+ private:
+  std::byte* base_ = nullptr;
+  int nranks_ = 0;
+  size_t capacity_ = 0;
+  size_t perRank_ = 0;
+};
+
+}  // namespace gyre
