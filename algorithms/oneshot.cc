@@ -66,12 +66,10 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       reduceAll(0, d.count);
       break;
     case Collective::reduce:
+      // The others post and go on, as they would after sending their slots: the root compares
+      // every post with its call, and a disagreement it finds reaches them at their next wait.
       post(ctx, send, bytes);
-      if (rank_ == d.root) {
-        reduceAll(0, d.count);
-      } else {
-        awaitPost(ctx, d.root, bytes);  // its header: the root is in this call too
-      }
+      if (rank_ == d.root) reduceAll(0, d.count);
       break;
     case Collective::reduce_scatter:
       post(ctx, send, bytes);

@@ -28,10 +28,9 @@ constexpr double kShmSleepingWholeBufferStep = 1.3;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
-// The one-shot collectives over a host window: a flag and a payload in one cache line per
-// step, and reads of lines another core wrote at about half a slot copy's rate (docs/tuning.md).
-constexpr double kOneShotAlphaUs = 0.3;
-constexpr double kOneShotReadBytes = 2.0;
+// The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
+// cache line, read straight from the writer's mailbox (docs/tuning.md).
+constexpr double kOneShotStep = 0.3;
 
 double log2Ceil(int n) {
   int steps = 0;
@@ -122,28 +121,36 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   const double b = double(bytes), lg = log2Ceil(n), nn = n;
   double steps = -1, factor = 0;
   if (a == Algorithm::oneshot) {
-    // One post and n - 1 reads, all at once: one step; each rank reads (and reduces) every
-    // post it needs out of memory another core wrote (docs/tuning.md).
+    // One step: every rank posts (copies its payload once) and reads the posts it needs, all
+    // at once. The step is a cache line from one core to another, a fraction of a slot
+    // hand-over (and as much dearer where ranks share cores); the bytes are the post plus
+    // the reads (docs/tuning.md).
     const size_t perRank = coll == Collective::all_gather ? bytes / size_t(n) : bytes;
     // Nothing to move: the slot algorithms return at once, as a call of count 0 should.
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
-    double reads = 0;
+    double moved = 0;
     switch (coll) {
-      case Collective::all_reduce:
       case Collective::reduce:
-        reads = nn * b;
+        // Where ranks share cores, the root's reads wait on posters the scheduler has not run,
+        // and the time swings from run to run (n = 4 on 2 cores: 0.9x to 1.8x the tree's); the
+        // tree, whose senders run a link's slots ahead, stays steady (docs/tuning.md).
+        if (link_.alphaUs > kShmAlphaUs) return -1;
+        moved = (nn + 1) * b;
+        break;
+      case Collective::all_reduce:
+        moved = (nn + 1) * b;  // every post read and reduced
         break;
       case Collective::reduce_scatter:
-        reads = b;
+        moved = b + b / nn;  // the whole buffer posted, this rank's block of each post read
         break;
-      case Collective::broadcast:
-      case Collective::all_gather:
-        reads = b;
+      case Collective::broadcast:   // the root's post and the readers' copies overlap
+      case Collective::all_gather:  // a block posted, the n - 1 others read
+        moved = b;
         break;
       default:
         return -1;
     }
-    return kOneShotAlphaUs + reads * kOneShotReadBytes / link_.betaBytesUs;
+    return kOneShotStep * link_.alphaUs + moved / link_.betaBytesUs;
   }
   if (a == Algorithm::hierarchical) {
     if (coll != Collective::all_reduce || hosts_ < 2 || localRanks_ < 2) return -1;

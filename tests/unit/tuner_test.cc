@@ -151,3 +151,37 @@ TEST_CASE("between hosts: a tree's root pays per child; a slower network moves t
   CHECK(fast.choose(Collective::all_reduce, 64 << 10, 4).algorithm == Algorithm::doubling);
   CHECK(net.choose(Collective::all_reduce, 64 << 10, 4).algorithm == Algorithm::ring);
 }
+
+TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits") {
+  Tuner t(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  // Without a window, never.
+  CHECK(t.choose(Collective::all_reduce, 8, 2).algorithm != Algorithm::oneshot);
+  t.setOneShot(64 << 10);
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::all_gather,
+                         Collective::reduce, Collective::reduce_scatter}) {
+      CAPTURE(int(c));
+      const size_t bytes =
+          c == Collective::all_gather || c == Collective::reduce_scatter ? 8 * n : 8;
+      CHECK(t.choose(c, bytes, n).algorithm == Algorithm::oneshot);
+    }
+    // A post past the window's capacity, or nothing to move, goes through the links.
+    CHECK(t.choose(Collective::all_reduce, (64 << 10) + 4, n).algorithm != Algorithm::oneshot);
+    CHECK(t.choose(Collective::all_reduce, 0, n).algorithm != Algorithm::oneshot);
+    CHECK(t.choose(Collective::gather, 8, n).algorithm != Algorithm::oneshot);
+  }
+  // An all-gather's post is one rank's block: 64 KiB each at n = 4 still fits.
+  CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10), 4) > 0);
+  CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10) + 4, 4) < 0);
+  // Ranks sharing cores: a reduce keeps the tree, whose senders run ahead.
+  Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
+  shared.setOneShot(64 << 10);
+  CHECK(shared.choose(Collective::reduce, 8, 4).algorithm != Algorithm::oneshot);
+  CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
+  // Forced where it applies; elsewhere the tuner chooses.
+  Tuner forced(Tuner::sharedMemory(true), "oneshot", kChunk, kSlot);
+  forced.setOneShot(64 << 10);
+  CHECK(forced.choose(Collective::all_reduce, 32 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(forced.choose(Collective::all_reduce, 1 << 20, 2).algorithm != Algorithm::oneshot);
+}

@@ -21,8 +21,9 @@ while getopts "r:b:e:f:n:k:p:c:h" opt; do
 done
 algos_of() {
   case $1 in
-    all_reduce) echo "ring,tree,rd" ;; all_gather) echo "ring,rd" ;;
-    broadcast|reduce) echo "ring,tree" ;; *) echo "ring" ;;
+    all_reduce) echo "ring,tree,rd,oneshot" ;; all_gather) echo "ring,rd,oneshot" ;;
+    broadcast|reduce) echo "ring,tree,oneshot" ;; reduce_scatter) echo "ring,oneshot" ;;
+    *) echo "ring" ;;
   esac
 }
 echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
