@@ -34,7 +34,7 @@ bool parseOp(std::istringstream& in, OpDesc& d) {
 FailureBoard::FailureBoard(std::shared_ptr<Store> store, int rank, int nranks)
     : store_(std::move(store)), rank_(rank), nranks_(nranks) {
   // An entry from the start: a rank that never runs anything still reads as "none".
-  store_->set("progress/" + std::to_string(rank_), encode(progress_));
+  store_->set("progress/" + std::to_string(rank_), encode(Progress{}));
   publisher_ = std::thread([this] { publishLoop(); });
 }
 
@@ -47,27 +47,68 @@ FailureBoard::~FailureBoard() {
   publisher_.join();
 }
 
+void FailureBoard::record(std::atomic<uint64_t>* words, const OpDesc& op) {
+  const uint64_t v = version_.load(std::memory_order_relaxed);
+  version_.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  words[0].store(op.seq, std::memory_order_relaxed);
+  words[1].store(op.count, std::memory_order_relaxed);
+  // The root in the high half; collective, type and op a byte each; bit 0 "recorded".
+  words[2].store(uint64_t(uint32_t(op.root)) << 32 | uint64_t(op.coll) << 24 |
+                     uint64_t(op.dtype) << 16 | uint64_t(op.op) << 8 | 1,
+                 std::memory_order_relaxed);
+  version_.store(v + 2, std::memory_order_release);
+}
+
 void FailureBoard::started(const OpDesc& op) {
-  std::lock_guard lock(mutex_);
-  progress_.started = op;
-  progress_.hasStarted = true;
-  dirty_ = true;
+  record(started_, op);
 }
 
 void FailureBoard::completed(const OpDesc& op) {
-  std::lock_guard lock(mutex_);
-  progress_.completed = op;
-  progress_.hasCompleted = true;
-  dirty_ = true;
+  record(completed_, op);
+}
+
+FailureBoard::Progress FailureBoard::snapshot(uint64_t& version) const {
+  Progress p;
+  uint64_t w[2][kWords];
+  while (true) {
+    const uint64_t before = version_.load(std::memory_order_acquire);
+    for (int i = 0; i < kWords; ++i) {
+      w[0][i] = started_[i].load(std::memory_order_relaxed);
+      w[1][i] = completed_[i].load(std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!(before & 1) && version_.load(std::memory_order_relaxed) == before) {
+      version = before;
+      break;
+    }
+    std::this_thread::yield();
+  }
+  auto decodeOp = [](const uint64_t* x, OpDesc& d) {
+    d.seq = x[0];
+    d.count = x[1];
+    d.root = int32_t(uint32_t(x[2] >> 32));
+    d.coll = Collective((x[2] >> 24) & 0xff);
+    d.dtype = DataType((x[2] >> 16) & 0xff);
+    d.op = RedOp((x[2] >> 8) & 0xff);
+    return (x[2] & 1) != 0;
+  };
+  p.hasStarted = decodeOp(w[0], p.started);
+  p.hasCompleted = decodeOp(w[1], p.completed);
+  return p;
 }
 
 void FailureBoard::publishLoop() {
+  uint64_t published = 0;
   std::unique_lock lock(mutex_);
   while (!stop_) {
     wake_.wait_for(lock, kPublishEvery, [&] { return stop_; });
-    if (stop_ || !dirty_) continue;
-    const std::string text = encode(progress_);
-    dirty_ = false;
+    if (stop_) break;
+    uint64_t version = 0;
+    const Progress progress = snapshot(version);
+    if (version == published) continue;
+    published = version;
+    const std::string text = encode(progress);
     lock.unlock();
     try {
       store_->set("progress/" + std::to_string(rank_), text);

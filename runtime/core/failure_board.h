@@ -7,6 +7,7 @@
 //    most every 200 ms, so the hot path never waits on the store.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -55,14 +56,19 @@ class FailureBoard {
   static Progress decode(const std::string& text);
   bool readProgress(int rank, Progress& progress);  // false: none published, or no store
   void publishLoop();
+  // The operation thread writes its progress, the publisher reads it: a sequence lock over
+  // atomic words (odd version: a write in progress), so a call pays a few stores, no lock.
+  static constexpr int kWords = 3;  // seq, count, root | collective | type | op
+  void record(std::atomic<uint64_t>* words, const OpDesc& op);
+  Progress snapshot(uint64_t& version) const;
 
   std::shared_ptr<Store> store_;
   const int rank_;
   const int nranks_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // stop_ and the publisher's sleep
   std::condition_variable wake_;
-  Progress progress_;
-  bool dirty_ = false;
+  std::atomic<uint64_t> version_{0};
+  std::atomic<uint64_t> started_[kWords] = {}, completed_[kWords] = {};
   bool stop_ = false;
   std::thread publisher_;
 };
