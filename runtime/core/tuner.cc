@@ -130,14 +130,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
     double moved = 0;
     switch (coll) {
-      case Collective::reduce:
-        // Where ranks share cores, the root's reads wait on posters the scheduler has not run,
-        // and the time swings from run to run (n = 4 on 2 cores: 0.9x to 1.8x the tree's); the
-        // tree, whose senders run a link's slots ahead, stays steady (docs/tuning.md).
-        if (link_.alphaUs > kShmAlphaUs) return -1;
-        moved = (nn + 1) * b;
-        break;
       case Collective::all_reduce:
+      case Collective::reduce:
         moved = (nn + 1) * b;  // every post read and reduced
         break;
       case Collective::reduce_scatter:
@@ -236,6 +230,14 @@ constexpr Algorithm kAll[] = {
     Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot};
 }
 
+// Where ranks share cores, a one-shot reduce's root waits on posters the scheduler has not
+// run and its time swings from run to run (n = 4 on 2 cores: 0.9x to 1.8x the tree's), while
+// the tree, whose senders run a link's slots ahead, stays steady: the tuner leaves it to the
+// tree there (GYRE_ALGO=oneshot still forces it; docs/tuning.md).
+bool Tuner::candidate(Algorithm a, Collective coll) const {
+  return !(a == Algorithm::oneshot && coll == Collective::reduce && link_.alphaUs > kShmAlphaUs);
+}
+
 // On every call: no allocation, no formatting.
 Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
   if (forced_) {
@@ -244,7 +246,7 @@ Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
   }
   Choice best{Algorithm::ring, -1, false};
   for (Algorithm a : kAll) {
-    const double t = predictUs(a, coll, bytes, n);
+    const double t = candidate(a, coll) ? predictUs(a, coll, bytes, n) : -1;
     if (t >= 0 && (best.predictedUs < 0 || t < best.predictedUs)) best = {a, t, false};
   }
   return best;
@@ -257,7 +259,7 @@ std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, 
   why << "predicted";
   const char* separator = " ";
   for (Algorithm a : kAll) {
-    const double t = predictUs(a, coll, bytes, n);
+    const double t = candidate(a, coll) ? predictUs(a, coll, bytes, n) : -1;
     if (t < 0) continue;
     why << separator << algorithmName(a) << " " << t << " us";
     separator = ", ";

@@ -81,6 +81,7 @@ class Tuner {
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 
  private:
+  bool candidate(Algorithm a, Collective coll) const;  // for an automatic choice
   LinkCost link_;
   LinkCost intraHost_{};
   int hosts_ = 1;

@@ -19,6 +19,27 @@ start_rendezvous() {
   [ -n "$address" ] || { kill $server; fail "gyre-rendezvous did not print its address"; }
 }
 
+# Runs the walkthrough's checked all-reduce loop on N ranks (extra arguments go to it), kills
+# rank VICTIM with SIGKILL half a second in, and waits for the job: sets $rc (gyre-run's exit
+# status) and $ms (from the kill to the job's end). Usage: kill_in_loop N VICTIM [ARGS...]
+kill_in_loop() {
+  local n=$1 victim_rank=$2
+  shift 2
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n "$n" --grace-ms 3000 "$walk" "$@" >"$out" 2>&1 &
+  local job=$!
+  for _ in $(seq 200); do grep -q "rank $victim_rank pid [0-9]* looping" "$out" && break; sleep 0.05; done
+  local victim
+  victim=$(sed -n "s/.*rank $victim_rank pid \([0-9]*\) looping.*/\1/p" "$out")
+  [ -n "$victim" ] || { kill $job; fail "rank $victim_rank did not start"; }
+  sleep 0.5
+  local start
+  start=$(date +%s%N)
+  kill -9 "$victim"
+  wait $job
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+}
+
 case $case_name in
 walkthrough)
   # gyre-run with its embedded rendezvous; every rank checks its results.
@@ -149,17 +170,7 @@ multi-node)
 kill9)
   # kill -9 one rank in the middle of large all-reduces (n = 4): every other rank fails
   # naming it, well inside the 60 s timeout, and gyre-run reports the signal.
-  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 3000 "$walk" --loop 2000 >"$out" 2>&1 &
-  job=$!
-  for _ in $(seq 200); do grep -q 'rank 2 pid [0-9]* looping' "$out" && break; sleep 0.05; done
-  victim=$(sed -n 's/.*rank 2 pid \([0-9]*\) looping.*/\1/p' "$out")
-  [ -n "$victim" ] || { kill $job; fail "rank 2 did not start"; }
-  sleep 0.5
-  start=$(date +%s%N)
-  kill -9 "$victim"
-  wait $job
-  rc=$?
-  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  kill_in_loop 4 2 --loop 2000
   [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 2 killed by SIGKILL)"
   grep -q 'gyre-run: rank 2 failed (signal 9 (SIGKILL))' "$out" || fail "gyre-run did not name rank 2 and SIGKILL"
   for r in 0 1 3; do
@@ -170,28 +181,20 @@ kill9)
   echo "kill9: job ended ${ms} ms after the kill (including gyre-run's grace period)"
   ;;
 oneshot)
-  # Small calls go through the host window: the tuner says so, every element is checked; then
-  # a rank killed in a loop of 8-byte all-reduces is named by every other rank within moments.
+  # Small calls go through the host window: the tuner says so (a reduce only where ranks have
+  # cores of their own, so it is forced here), every element is checked; then a rank killed in
+  # a loop of 8-byte all-reduces is named by every other rank within moments.
   for coll in all_reduce broadcast all_gather reduce reduce_scatter; do
-    GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll -b 24 -e 48K -f 8 \
-      -n 20 -w 2 >"$out" 2>&1 || fail "gyre-bench $coll exited $?"
+    algo=auto
+    [ $coll = reduce ] && algo=oneshot
+    GYRE_ALGO=$algo GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll \
+      -b 24 -e 48K -f 8 -n 20 -w 2 >"$out" 2>&1 || fail "gyre-bench $coll exited $?"
     grep -q "$coll of 24 B at n=3: oneshot" "$out" || fail "$coll of 24 B did not use the host window"
     rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
-  GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 --grace-ms 3000 "$walk" --loop 100000000 --loop-count 2 \
-    >"$out" 2>&1 &
-  job=$!
-  for _ in $(seq 200); do grep -q 'rank 1 pid [0-9]* looping' "$out" && break; sleep 0.05; done
-  victim=$(sed -n 's/.*rank 1 pid \([0-9]*\) looping.*/\1/p' "$out")
-  [ -n "$victim" ] || { kill $job; fail "rank 1 did not start"; }
-  sleep 0.5
-  start=$(date +%s%N)
-  kill -9 "$victim"
-  wait $job
-  rc=$?
-  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  kill_in_loop 3 1 --loop 100000000 --loop-count 2
   [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 1 killed by SIGKILL)"
   for r in 0 2; do
     grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #[0-9]+ " "$out" ||

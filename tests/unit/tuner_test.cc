@@ -179,6 +179,9 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   shared.setOneShot(64 << 10);
   CHECK(shared.choose(Collective::reduce, 8, 4).algorithm != Algorithm::oneshot);
   CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
+  Tuner sharedForced(Tuner::sharedMemory(false), "oneshot", kChunk, kSlot);
+  sharedForced.setOneShot(64 << 10);
+  CHECK(sharedForced.choose(Collective::reduce, 8, 4).algorithm == Algorithm::oneshot);
   // Forced where it applies; elsewhere the tuner chooses.
   Tuner forced(Tuner::sharedMemory(true), "oneshot", kChunk, kSlot);
   forced.setOneShot(64 << 10);
