@@ -257,7 +257,6 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   self.hostId = localHostId();
   self.cpus = allowedCpus();
   transports->publish(self);
-  offerHostWindow(self);
   const Agreement agreed{config.nranks, config.nSlots, config.slotBytes};
   const auto all = bootstrap->allGather(agreed.encode() + self.encode());
   checkAgreement(*bootstrap, who(), agreed, all);
@@ -308,7 +307,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     planHosts = nHosts;
     planLocalRanks = perHost;
   }
-  joinHostWindow(allMemory);
+  setUpHostWindow(allMemory);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.

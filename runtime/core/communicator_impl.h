@@ -106,10 +106,9 @@ struct Communicator::Impl {
   std::string who() const { return "rank " + std::to_string(config.rank); }
 
   void init(const std::string& explicitNamespace);
-  // Rank 0 creates the host window and offers it in its peer info (before the exchange);
-  // then every rank maps it where all ranks share this host over memory, and all agree.
-  void offerHostWindow(PeerInfo& self);
-  void joinHostWindow(bool allMemory);
+  // Where every rank shares this host over memory: rank 0 creates the host window, every rank
+  // maps it, and all agree to use it (host_window.cc).
+  void setUpHostWindow(bool allMemory);
   void runOneShot(const OpContext& ctx, const void* send, void* recv);
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);

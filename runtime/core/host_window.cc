@@ -3,6 +3,7 @@
 // this host and reach each other over memory.
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "base/log.h"
@@ -11,42 +12,56 @@
 
 namespace gyre {
 
-void Communicator::Impl::offerHostWindow(PeerInfo& self) {
-  if (config.rank != 0 || config.nranks < 2 || config.oneShotBytes == 0 || !self.part("shm") ||
+namespace {
+
+// "1" (offered) and the handle.
+std::string offerOf(const ShmHandle& h) {
+  std::ostringstream out;
+  out << '1' << h.pid << ':' << h.fd << ':' << h.inode << ':' << h.device << ':' << h.bytes;
+  return out.str();
+}
+
+ShmHandle decodeHandle(const std::string& text) {
+  ShmHandle h;
+  char sep[4];
+  std::istringstream in(text);
+  in >> h.pid >> sep[0] >> h.fd >> sep[1] >> h.inode >> sep[2] >> h.device >> sep[3] >> h.bytes;
+  if (!in) fail(Code::internal, "malformed host window offer '" + text + "'");
+  return h;
+}
+
+}  // namespace
+
+// After the exchange of peer infos, so that only a communicator whose ranks all share this
+// host makes a window: rank 0 creates it and offers it in one more exchange, the others map
+// it, and a last exchange tells every rank whether all did. Decided from what every rank
+// knows alike (the peers' infos, the configuration), so all of them take part or none.
+void Communicator::Impl::setUpHostWindow(bool allMemory) {
+  const bool everyPeerShm = std::all_of(peers.begin(), peers.end(),
+                                        [](const PeerInfo& p) { return p.part("shm") != nullptr; });
+  if (!allMemory || !everyPeerShm || config.nranks < 2 || config.oneShotBytes == 0 ||
       (config.transport != "auto" && config.transport != "shm")) {
     return;
   }
-  try {
-    windowSegment = ShmSegment::create(config.shmDir,
-                                       MailboxWindow::bytesFor(config.nranks, config.oneShotBytes));
-  } catch (const Failure& f) {
-    GYRE_LOG(warn, who() + ": no host window for small collectives: " + f.what());
-    return;
+  std::string offer;  // rank 0's: "1<handle>", or "0<why not>"
+  if (config.rank == 0) {
+    try {
+      windowSegment = ShmSegment::create(
+          config.shmDir, MailboxWindow::bytesFor(config.nranks, config.oneShotBytes));
+      MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, /*format=*/true);
+      offer = offerOf(windowSegment.handle());
+    } catch (const Failure& f) {
+      offer = std::string("0") + f.what();
+    }
   }
-  MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, /*format=*/true);
-  const ShmHandle& h = windowSegment.handle();
-  std::ostringstream offer;
-  offer << h.pid << ':' << h.fd << ':' << h.inode << ':' << h.device << ':' << h.bytes;
-  self.parts["window"] = offer.str();
-}
-
-void Communicator::Impl::joinHostWindow(bool allMemory) {
-  const std::string* offer = peers[0].part("window");
-  // Decided from what every rank knows alike, so that all of them join the agreement or none.
-  if (!offer || !allMemory) {
-    windowSegment = {};
+  offer = bootstrap->allGather(offer)[0];
+  if (offer[0] != '1') {
+    if (config.rank == 0) GYRE_LOG(info, who() + ": no host window: " + offer.substr(1));
     return;
   }
   std::string mine = "1";
   try {
-    if (config.rank != 0) {
-      ShmHandle h;
-      char sep[4];
-      std::istringstream in(*offer);
-      in >> h.pid >> sep[0] >> h.fd >> sep[1] >> h.inode >> sep[2] >> h.device >> sep[3] >> h.bytes;
-      if (!in) fail(Code::internal, "malformed host window offer '" + *offer + "'");
-      windowSegment = ShmSegment::open(h);
-    }
+    if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
     window.mailbox(config.rank).state->pid = int32_t(getpid());
   } catch (const Failure& f) {

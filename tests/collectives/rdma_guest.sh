@@ -15,8 +15,8 @@ for case in walkthrough bench failing-rank kill9; do
 done
 
 # Random verified collectives of every kind, as processes, with slots small enough that every
-# call takes many slices: n = 2, 3, 4.
-for n in 2 3 4; do
+# call takes many slices: n = 3 and 4 (n = 2 ran in the matrix above).
+for n in 3 4; do
   echo "== soak over rdma, $n ranks as processes, 256-byte slots"
   out=$(GYRE_SLOT_BYTES=256 GYRE_NSLOTS=4 GYRE_TIMEOUT=60 timeout 180 "$build/tools/gyre-run" -n $n \
     "$build/tools/gyre-bench" --soak 6 -e 64K --seed $n 2>&1)
