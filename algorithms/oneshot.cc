@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
-#include <thread>
 
 #include "kernels/cpu/reduce.h"
 
@@ -108,11 +107,13 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes) {
   const uint64_t need = lastUse_[buffer_];
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
-    std::atomic<uint64_t>& done = boxes_[size_t(r)].state->done;
+    MailState& state = *boxes_[size_t(r)].state;
     waitUntil(
         ctx, r, "the end of a previous call at",
-        [&] { return (knownDone_[size_t(r)] = done.load(std::memory_order_acquire)) >= need; },
-        nullptr, 0);
+        [&] {
+          return (knownDone_[size_t(r)] = state.done.load(std::memory_order_acquire)) >= need;
+        },
+        state.finished);
   }
   MailPost& p = self_.posts[buffer_];
   if (bytes > 0) {
@@ -131,7 +132,7 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, int peer, uint32_t byt
   if (peer != rank_) {
     waitUntil(
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
-        &p.flag, want);
+        p.flag);
     // It posted this call, so it finished the one before: its reading of our older post.
     knownDone_[size_t(peer)] = std::max(knownDone_[size_t(peer)], lastSeq_);
     if (!p.meta.sameOp(ctx.desc) || p.meta.bytes != bytes) {
@@ -151,6 +152,8 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, int peer, uint32_t byt
 
 void OneShot::finish(const OpContext& ctx) {
   self_.state->done.store(ctx.desc.seq, std::memory_order_release);
+  self_.state->finished.fetch_add(1, std::memory_order_release);
+  notifyAll(self_.state->finished, self_.state->sleepers);
   lastUse_[buffer_] = ctx.desc.seq;
   lastSeq_ = ctx.desc.seq;
   ++calls_;
@@ -176,7 +179,7 @@ void OneShot::markFailed(const Status& s) {
 
 template <class Ready>
 void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
-                        std::atomic<uint32_t>* flag, uint32_t want) {
+                        std::atomic<uint32_t>& word) {
   // Polls first, the clock only after 64 of them: a tiny call's wait is a few polls long.
   if (ctx.spin.count() > 0) {
     Clock::time_point spinEnd{};
@@ -196,6 +199,8 @@ void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready 
   auto nextPeerCheck = Clock::now() + peerCheckInterval;
   auto nextLivenessCheck = Clock::now();
   while (true) {
+    // Read before the condition: a change after it ends the sleep below at once.
+    const uint32_t seen = word.load(std::memory_order_acquire);
     if (ready()) return;
     for (int r = 0; r < window_.nranks(); ++r) {
       const MailFailure& f = *boxes_[size_t(r)].failure;
@@ -235,12 +240,7 @@ void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready 
     // Short slices: the failure records, the abort word and the peer's process get a look.
     const auto until =
         std::min({ctx.deadline, nextLivenessCheck, now + std::chrono::milliseconds(20)});
-    if (flag) {
-      const uint32_t seen = flag->load(std::memory_order_acquire);
-      if (seen != want) sleepWhileEqual(*flag, boxes_[size_t(peer)].state->sleepers, seen, until);
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    sleepWhileEqual(word, boxes_[size_t(peer)].state->sleepers, seen, until);
   }
 }
 

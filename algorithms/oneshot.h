@@ -43,10 +43,11 @@ class OneShot {
   const std::byte* awaitPost(const OpContext& ctx, int peer, uint32_t bytes);
   void post(const OpContext& ctx, const void* payload, uint32_t bytes);
   void finish(const OpContext& ctx);
-  // Until `ready()`, or a failure, an abort or the deadline (each thrown as Failure).
+  // Until `ready()`, or a failure, an abort or the deadline (each thrown as Failure); asleep
+  // on `word` of `peer`'s mailbox, which changes whenever `ready()` may have.
   template <class Ready>
   void waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
-                 std::atomic<uint32_t>* flag, uint32_t observed);
+                 std::atomic<uint32_t>& word);
 
   MailboxWindow window_;
   int rank_;

@@ -29,8 +29,9 @@ static_assert(sizeof(MailPost) == 64, "a post's head is one cache line");
 // What a rank tells the others about itself, each on a line of its own.
 struct alignas(64) MailState {
   std::atomic<uint64_t> done{0};      // the last call (seq) this rank finished reading for
-  std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's flags (futex)
+  std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's words (futex)
   int32_t pid = 0;                    // the owner, for liveness checks
+  std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
 };
 struct alignas(64) MailFailure {
   std::atomic<uint32_t> code{0};  // non-zero (a gyre Code): this rank failed; message is set
