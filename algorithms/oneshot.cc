@@ -205,6 +205,9 @@ void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready 
     for (int r = 0; r < window_.nranks(); ++r) {
       const MailFailure& f = *boxes_[size_t(r)].failure;
       if (r == rank_ || f.code.load(std::memory_order_acquire) == 0) continue;
+      // A rank that left (its record names itself) may have finished every call it had: it
+      // matters only to a wait on it, not to the others still finishing theirs.
+      if (f.lostRank == r && r != peer) continue;
       throw Failure(
           Status{Code(f.code.load()),
                  who(ctx) + " failed: rank " + std::to_string(r) + " failed: " + f.message,
