@@ -47,7 +47,15 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   const size_t es = dataTypeSize(d.dtype);
   const auto bytes = uint32_t(postBytes(d.coll, d.count, es, n));
   auto* out = static_cast<std::byte*>(recv);
-  buffer_ = int(calls_ % 2);
+  post_ = int(calls_ % kMailPosts);
+  block_ = int(calls_ % kMailData);
+  // Checks what it can of the calls it went on from, and must check those whose post this call
+  // reuses: the others may wait for that. In a call that writes data blocks, they may wait for
+  // this rank to have finished the call that used the block last, kMailData calls ago.
+  const bool writesData = bytes > MailPost::kInlineBytes;
+  checkUnchecked(
+      ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)]);
+  bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
     auto& posts = posts_;
@@ -66,21 +74,27 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       break;
     case Collective::reduce:
       // The others post and go on, as they would after sending their slots: the root compares
-      // every post with its call, and a disagreement it finds reaches them at their next wait.
+      // every post with its call, and they check the root's post at one of their next calls.
       post(ctx, send, bytes);
-      if (rank_ == d.root) reduceAll(0, d.count);
+      if (rank_ == d.root) {
+        reduceAll(0, d.count);
+      } else {
+        unchecked_.push_back({d, post_, d.root, bytes});
+        checked = false;
+      }
       break;
     case Collective::reduce_scatter:
       post(ctx, send, bytes);
       reduceAll(size_t(rank_) * d.count * es, d.count);
       break;
     case Collective::broadcast:
-      // The others post their arrival (no payload), so that the root, too, sees who is in
-      // this call: ranks that disagree on the root or the count fail instead of returning.
+      // The root posts and goes on; the others post their arrival (no payload), which the
+      // root checks at one of its next calls: ranks that disagree on the root fail there.
       if (rank_ == d.root) {
         post(ctx, send, bytes);
-        for (int r = 0; r < n; ++r) {
-          if (r != rank_) awaitPost(ctx, r, 0);
+        if (n > 1) {
+          unchecked_.push_back({d, post_, -1, 0});
+          checked = false;
         }
         cpu::copy(out, nullptr, send, bytes);  // a no-op in place
       } else {
@@ -99,12 +113,57 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     default:
       fail(Code::internal, who(ctx) + ": not a one-shot collective");
   }
-  finish(ctx);
+  lastSeq_ = d.seq;
+  ++calls_;
+  if (checked) publishDone();
+}
+
+void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through) {
+  if (checking_) return;
+  checking_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{checking_};
+  bool progressed = false;
+  while (!unchecked_.empty()) {
+    const Unchecked& u = unchecked_.front();
+    const int n = window_.nranks();
+    if (u.call.seq > through) {
+      // Not needed yet: checked now only if every post it needs is there.
+      for (int r = 0; r < n; ++r) {
+        if (r == rank_ || (u.peer >= 0 && r != u.peer)) continue;
+        if (boxes_[size_t(r)].posts[u.post].flag.load(std::memory_order_acquire) !=
+            uint32_t(u.call.seq)) {
+          if (progressed) publishDone();
+          return;
+        }
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r != rank_ && (u.peer < 0 || r == u.peer))
+        awaitPost(ctx, u.call, u.post, r, u.bytes, true);
+    }
+    unchecked_.pop_front();
+    progressed = true;
+  }
+  if (progressed) publishDone();
+}
+
+void OneShot::publishDone() {
+  const uint64_t done = unchecked_.empty() ? lastSeq_ : unchecked_.front().call.seq - 1;
+  if (done <= published_) return;
+  published_ = done;
+  self_.state->done.store(done, std::memory_order_release);
+  self_.state->finished.fetch_add(1, std::memory_order_release);
+  notifyAll(self_.state->finished, self_.state->sleepers);
 }
 
 void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes) {
-  // The post is free once every rank has finished the call that used it last.
-  const uint64_t need = lastUse_[buffer_];
+  const bool inlined = bytes <= MailPost::kInlineBytes;
+  // The post (and the data block) is free once every rank has finished the call that used it
+  // last. A rank's done word moves every call; it is read only when what is known falls short.
+  const uint64_t need = std::max(postUse_[post_], inlined ? 0 : dataUse_[block_]);
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
     MailState& state = *boxes_[size_t(r)].state;
@@ -115,48 +174,39 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes) {
         },
         state.finished);
   }
-  MailPost& p = self_.posts[buffer_];
-  if (bytes > 0) {
-    std::memcpy(bytes <= MailPost::kInlineBytes ? p.inlined : self_.data[buffer_], payload, bytes);
-  }
+  MailPost& p = self_.posts[post_];
+  if (bytes > 0) std::memcpy(inlined ? p.inlined : self_.data[block_], payload, bytes);
   p.meta.setOp(ctx.desc);
   p.meta.bytes = bytes;
   p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
   notifyAll(p.flag, self_.state->sleepers);
+  postUse_[post_] = ctx.desc.seq;
+  if (!inlined) dataUse_[block_] = ctx.desc.seq;
 }
 
-const std::byte* OneShot::awaitPost(const OpContext& ctx, int peer, uint32_t bytes) {
+const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, int slot, int peer,
+                                    uint32_t bytes, bool late) {
   Mailbox& box = boxes_[size_t(peer)];
-  MailPost& p = box.posts[buffer_];
-  const auto want = uint32_t(ctx.desc.seq);
+  MailPost& p = box.posts[slot];
+  const auto want = uint32_t(call.seq);
   if (peer != rank_) {
     waitUntil(
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
         p.flag);
-    // It posted this call, so it finished the one before: its reading of our older post.
-    knownDone_[size_t(peer)] = std::max(knownDone_[size_t(peer)], lastSeq_);
-    if (!p.meta.sameOp(ctx.desc) || p.meta.bytes != bytes) {
-      std::string message = "rank " + std::to_string(ctx.rank) +
-                            ": ranks disagree: this rank is in " + describeOp(ctx.desc) +
-                            " but rank " + std::to_string(peer) + " posted data for " +
-                            describeOp(p.meta);
-      if (p.meta.sameOp(ctx.desc)) {
+    if (!p.meta.sameOp(call) || p.meta.bytes != bytes) {
+      std::string message = "rank " + std::to_string(ctx.rank) + ": ranks disagree: this rank " +
+                            (late ? "was" : "is") + " in " + describeOp(call) + " but rank " +
+                            std::to_string(peer) + " posted data for " + describeOp(p.meta);
+      if (p.meta.sameOp(call)) {
         message += " of " + std::to_string(p.meta.bytes) + " bytes where " + std::to_string(bytes) +
                    " bytes were expected";
       }
+      if (late) message += " (found at this rank's later call, " + describeOp(ctx.desc) + ")";
       fail(Code::invalid_usage, message);
     }
   }
-  return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[buffer_];
-}
-
-void OneShot::finish(const OpContext& ctx) {
-  self_.state->done.store(ctx.desc.seq, std::memory_order_release);
-  self_.state->finished.fetch_add(1, std::memory_order_release);
-  notifyAll(self_.state->finished, self_.state->sleepers);
-  lastUse_[buffer_] = ctx.desc.seq;
-  lastSeq_ = ctx.desc.seq;
-  ++calls_;
+  // A deferred check reads only the header: the payload may be gone.
+  return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[block_];
 }
 
 void OneShot::markLeft() {
@@ -174,7 +224,7 @@ void OneShot::markFailed(const Status& s) {
   f.code.store(uint32_t(s.code == Code::success ? Code::internal : s.code),
                std::memory_order_release);
   // Wake every sleeper on our posts: they look at the failure records next.
-  for (int b = 0; b < 2; ++b) notifyAll(self_.posts[b].flag, self_.state->sleepers);
+  for (int b = 0; b < kMailPosts; ++b) notifyAll(self_.posts[b].flag, self_.state->sleepers);
 }
 
 template <class Ready>
@@ -240,6 +290,9 @@ void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready 
       peerCheckInterval = std::min(2 * peerCheckInterval, kLastPeerCheck);
       nextPeerCheck = now + peerCheckInterval;
     }
+    // A stuck rank checks what it can of the calls it went on from: a rank that needs it
+    // to say it finished one of them (a disagreement on sizes) is not left waiting.
+    if (!unchecked_.empty()) checkUnchecked(ctx, 0);
     // Short slices: the failure records, the abort word and the peer's process get a look.
     const auto until =
         std::min({ctx.deadline, nextLivenessCheck, now + std::chrono::milliseconds(20)});

@@ -4,14 +4,20 @@
 // costs one post and n-1 reads instead of a chain of slots, and an 8-byte payload travels in
 // the cache line of the flag that announces it.
 //
-// Every rank posts in every call (a broadcast's receivers post their arrival) and reads at
-// least one other post, whose header it compares with its own call: ranks that disagree fail.
-// Every rank reduces the posts in rank order, so all get the same bits. A rank posts its next
-// call into the post it used two calls ago only once every rank has said (MailState::done)
-// that it finished reading it; a rank that read this rank's newer post has said so implicitly.
+// Every rank posts in every call (a broadcast's receivers post their arrival) and compares the
+// header of every post it reads with its own call: ranks that disagree fail. Ranks that need
+// nothing back (a broadcast's root, a reduce's non-roots) post and go on, as a slot's sender
+// does, and may run up to kMailPosts calls ahead; they check the posts they did not wait for
+// (the receivers' arrivals, the root's post) at their next calls on the window, as soon as
+// those are there, so a disagreement only they could see fails one of their next calls. Every
+// rank reduces the posts in rank order, so all get the same bits. A rank reuses a post (or a
+// data block) only once every rank has said (MailState::done) that it finished every call up
+// to the one that used it last, and a rank says so for a call it went on from only once it has
+// checked it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "algorithms/host_prims.h"
@@ -40,9 +46,27 @@ class OneShot {
   void markLeft();
 
  private:
-  const std::byte* awaitPost(const OpContext& ctx, int peer, uint32_t bytes);
+  // A call this rank went on from without reading the posts that would show a disagreement.
+  struct Unchecked {
+    OpDesc call;
+    int post = 0;
+    int peer = -1;       // the one post to check (a reduce's root), or -1: every other rank's
+    uint32_t bytes = 0;  // the payload that post must announce
+  };
+
+  // Waits for `peer`'s post of `call` in post `slot` and checks its header, `late` when `call`
+  // is an earlier one than ctx's (a deferred check); returns where its payload is.
+  const std::byte* awaitPost(const OpContext& ctx, const OpDesc& call, int slot, int peer,
+                             uint32_t bytes, bool late = false);
+  const std::byte* awaitPost(const OpContext& ctx, int peer, uint32_t bytes) {
+    return awaitPost(ctx, ctx.desc, post_, peer, bytes);
+  }
   void post(const OpContext& ctx, const void* payload, uint32_t bytes);
-  void finish(const OpContext& ctx);
+  // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
+  // and checks later ones only if their posts are all there.
+  void checkUnchecked(const OpContext& ctx, uint64_t through);
+  // Says this rank finished every call before the oldest unchecked one (or all it ran).
+  void publishDone();
   // Until `ready()`, or a failure, an abort or the deadline (each thrown as Failure); asleep
   // on `word` of `peer`'s mailbox, which changes whenever `ready()` may have.
   template <class Ready>
@@ -55,10 +79,15 @@ class OneShot {
   std::vector<Mailbox> boxes_;
   std::vector<uint64_t> knownDone_;      // per rank: the newest call it is known to have finished
   std::vector<const std::byte*> posts_;  // per rank: the payload a reduction reads
-  uint64_t calls_ = 0;                   // calls so far: the post a call uses is calls_ % 2
-  uint64_t lastUse_[2] = {0, 0};         // per post: the seq of the call that used it last
+  uint64_t calls_ = 0;                   // calls so far: a call uses post calls_ % kMailPosts
+  uint64_t postUse_[kMailPosts] = {};    // per post: the seq of the call that used it last
+  uint64_t dataUse_[kMailData] = {};     // per data block: the seq of the call that wrote it last
   uint64_t lastSeq_ = 0;                 // the seq of this rank's previous call
-  int buffer_ = 0;                       // the post of the call running
+  uint64_t published_ = 0;               // the done this rank published last
+  int post_ = 0;                         // the post of the call running
+  int block_ = 0;                        // its data block
+  std::deque<Unchecked> unchecked_;      // oldest first
+  bool checking_ = false;                // inside checkUnchecked (its waits call it no further)
 };
 
 }  // namespace gyre

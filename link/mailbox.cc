@@ -25,10 +25,11 @@ struct alignas(64) WindowHeader {
   uint32_t reserved;
   uint64_t capacity;
 };
-constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '1'};
+constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '2'};
 
 size_t perRankBytes(size_t capacity) {
-  return 2 * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) + 2 * align64(capacity);
+  return kMailPosts * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) +
+         kMailData * align64(capacity);
 }
 
 }  // namespace
@@ -62,13 +63,12 @@ Mailbox MailboxWindow::mailbox(int rank) const {
   // The file starts zeroed, and zero is every field's initial value: a view, no constructor.
   Mailbox m;
   m.posts = std::launder(reinterpret_cast<MailPost*>(at));
-  at += 2 * sizeof(MailPost);
+  at += kMailPosts * sizeof(MailPost);
   m.state = std::launder(reinterpret_cast<MailState*>(at));
   at += sizeof(MailState);
   m.failure = std::launder(reinterpret_cast<MailFailure*>(at));
   at += sizeof(MailFailure);
-  m.data[0] = at;
-  m.data[1] = at + align64(capacity_);
+  for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * align64(capacity_);
   return m;
 }
 

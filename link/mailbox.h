@@ -1,7 +1,9 @@
 // A host window: memory that every rank of a communicator on one host maps, holding one
 // mailbox per rank. A rank posts a small collective's whole payload once into its own mailbox;
-// the others read it from there (algorithms/oneshot.h). Two posts per mailbox, used in turn, so
-// a rank may post its next call while others still read its last one.
+// the others read it from there (algorithms/oneshot.h). kMailPosts posts per mailbox, used in
+// turn, so a rank that needs nothing back (a broadcast's root) may run that many calls ahead of
+// the slowest reader; payloads too big to inline go to one of kMailData data blocks, also used
+// in turn.
 //
 // A post's flag (the low 32 bits of the call's sequence number, written last), the call's
 // header and payloads of up to kInlineBytes share one cache line: a tiny payload crosses from
@@ -17,6 +19,9 @@
 
 namespace gyre {
 
+constexpr int kMailPosts = 8;
+constexpr int kMailData = 2;
+
 struct alignas(64) MailPost {
   static constexpr size_t kInlineBytes = 24;
   std::atomic<uint32_t> flag{0};  // the call this post holds (low 32 bits of its seq)
@@ -28,7 +33,7 @@ static_assert(sizeof(MailPost) == 64, "a post's head is one cache line");
 
 // What a rank tells the others about itself, each on a line of its own.
 struct alignas(64) MailState {
-  std::atomic<uint64_t> done{0};      // the last call (seq) this rank finished reading for
+  std::atomic<uint64_t> done{0};      // every call up to this seq is finished (and checked)
   std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's words (futex)
   int32_t pid = 0;                    // the owner, for liveness checks
   std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
@@ -41,10 +46,10 @@ struct alignas(64) MailFailure {
 
 // One rank's mailbox, as a view into the window.
 struct Mailbox {
-  MailPost* posts = nullptr;  // [2]
+  MailPost* posts = nullptr;  // [kMailPosts]
   MailState* state = nullptr;
   MailFailure* failure = nullptr;
-  std::byte* data[2] = {nullptr, nullptr};  // each `capacity` bytes, for payloads too big to inline
+  std::byte* data[kMailData] = {};  // each `capacity` bytes, for payloads too big to inline
 };
 
 // A view of a mapped window: a header line, then each rank's mailbox.

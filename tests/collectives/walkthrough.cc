@@ -32,7 +32,8 @@ void expect(bool ok, const std::string& what, int rank) {
 }
 }  // namespace
 
-// Rank 1 disagrees with the others on one argument of an all-reduce (or its kind).
+// Rank 1 disagrees with the others on one argument of an all-reduce (or its kind); the call
+// and the next one must fail.
 void mismatch(gyre::Comm& comm, const std::string& kind) {
   const bool odd = comm.rank() == 1;
   std::vector<float> a(1000, 1.0f), b(1000);
@@ -47,6 +48,8 @@ void mismatch(gyre::Comm& comm, const std::string& kind) {
     else
       comm.allReduce(a.data(), b.data(), 1000);
   }
+  // A rank that only sends (a broadcast's root) learns of a disagreement by its next call.
+  comm.allReduce(a.data(), b.data(), 1);
   std::fprintf(stderr, "rank %d: mismatched collective returned without an error\n", comm.rank());
   std::exit(1);
 }
