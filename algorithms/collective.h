@@ -101,6 +101,10 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::doubling) {
         return a::doublingAllGather(p, rank, n, part, slot, plan.ahead);
       }
+      if (plan.algorithm == Algorithm::hierarchical) {
+        return a::hierarchicalAllGather(p, rank, a::HostBlocks{plan.hosts, plan.localRanks}, part,
+                                        count, chunk);
+      }
       return a::ringAllGatherBlocks(p, rank, n, a::StridedBlocks{part, count}, chunk);
     case Collective::reduce_scatter:
       return a::ringReduceScatter(p, rank, n, part, chunk, count);

@@ -1,14 +1,15 @@
-// Hierarchical all-reduce for ranks laid out host by host (rank = host · L + local index, as
-// gyre-run and Slurm's block distribution place them): the network carries each byte as few
-// times as the number of hosts requires, not the number of ranks.
+// Hierarchical all-reduce and all-gather for ranks laid out host by host (rank = host · L + local
+// index, as gyre-run and Slurm's block distribution place them): the network carries each byte as
+// few times as the number of hosts requires, not the number of ranks.
 //   1. reduce-scatter inside each host, a ring over its L ranks: local rank j ends with its
 //      host's sum of slice j (slice j: elements [count·j/L, count·(j+1)/L));
 //   2. all-reduce of slice j across hosts, a ring over the K ranks with local index j (one
 //      "rail" per local index, so every rank's link to other hosts works at once);
 //   3. all-gather of the slices inside each host.
-// A host link carries 2(K-1)/K of the buffer against a flat ring's 2(n-1)/n. Each phase runs
-// in rounds of at most `chunkElems` per step, like the flat ring (ring.h), and a phase waits
-// only on the one before it, so no wait is circular.
+// A host link carries 2(K-1)/K of the buffer against a flat ring's 2(n-1)/n. The all-gather
+// runs the same rails first, then gathers inside the hosts (hierarchicalAllGather). Each phase
+// runs in rounds of at most `chunkElems` per step, like the flat ring (ring.h), and a phase
+// waits only on the one before it, so no wait is circular.
 #pragma once
 
 #include "algorithms/common.h"
@@ -87,6 +88,45 @@ GYRE_HD void hierarchicalAllReduce(Prims& p, int rank, const HostBlocks& t, size
     }
     const int s = mod(j + 1, L);
     p.recv(r.at(s), r.len(s));
+  }
+}
+
+// recv[r*stride + i] = send of rank r [i] for i < count, ranks host by host:
+//   1. all-gather across hosts on rail j: rank (h, j) ends with the block of every (h', j);
+//   2. all-gather inside each host of those K blocks per local rank, one ring per host h' in
+//      turn.
+// The network carries (K-1)/K of the gathered buffer per host, against (n-1)/n over a flat
+// ring's link between two hosts, spread over every rank's link.
+template <class Prims>
+GYRE_HD void hierarchicalAllGather(Prims& p, int rank, const HostBlocks& t, size_t count,
+                                   size_t stride, size_t chunkElems) {
+  const int L = t.local, K = t.hosts, h = t.host(rank), j = t.index(rank);
+  auto at = [&](int host, int index) { return size_t(t.rank(host, index)) * stride; };
+  // Phase 1: a ring all-gather among the ranks with local index j.
+  if (K == 1) {
+    p.localCopy(0, at(h, j), count);
+  } else {
+    const int prev = t.rank(mod(h - 1, K), j), next = t.rank(mod(h + 1, K), j);
+    p.setPeers(&prev, 1, &next, 1);
+    for (size_t base = 0; base < count; base += chunkElems) {
+      const size_t len = min_(chunkElems, count - base);
+      p.copySend(base, at(h, j) + base, len);
+      for (int s = 1; s < K - 1; ++s) p.recvCopySend(at(mod(h - s, K), j) + base, len);
+      p.recv(at(mod(h + 1, K), j) + base, len);
+    }
+  }
+  if (L == 1) return;
+  p.useOutputAsInput();
+  // Phase 2: inside the host, a ring all-gather of host g's blocks for every host g in turn.
+  const int prev = t.rank(h, mod(j - 1, L)), next = t.rank(h, mod(j + 1, L));
+  p.setPeers(&prev, 1, &next, 1);
+  for (size_t base = 0; base < count; base += chunkElems) {
+    const size_t len = min_(chunkElems, count - base);
+    for (int g = 0; g < K; ++g) {
+      p.send(at(g, j) + base, len);
+      for (int s = 1; s < L - 1; ++s) p.recvCopySend(at(g, mod(j - s, L)) + base, len);
+      p.recv(at(g, mod(j + 1, L)) + base, len);
+    }
   }
 }
 

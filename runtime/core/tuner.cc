@@ -147,10 +147,17 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     return kOneShotStep * link_.alphaUs + moved / link_.betaBytesUs;
   }
   if (a == Algorithm::hierarchical) {
-    if (coll != Collective::all_reduce || hosts_ < 2 || localRanks_ < 2) return -1;
-    // A reduce-scatter and an all-gather inside the hosts, a ring all-reduce between them
-    // whose host link carries 2(K-1)/K of the buffer (hierarchical.h).
+    const bool gather = coll == Collective::all_gather;
+    if ((coll != Collective::all_reduce && !gather) || hosts_ < 2 || localRanks_ < 2) return -1;
     const double l = localRanks_, k = hosts_;
+    // A ring all-gather between hosts on every rail, whose host link carries (K-1)/K of the
+    // gathered buffer, then K rings of L - 1 steps inside each host (hierarchical.h).
+    if (gather) {
+      return k * (l - 1) * intraHost_.alphaUs + b * (l - 1) / l / intraHost_.betaBytesUs +
+             (k - 1) * link_.alphaUs + b * (k - 1) / k / link_.betaBytesUs;
+    }
+    // A reduce-scatter and an all-gather inside the hosts, a ring all-reduce between them
+    // whose host link carries 2(K-1)/K of the buffer.
     return 2 * (l - 1) * intraHost_.alphaUs + 2 * b * (l - 1) / l / intraHost_.betaBytesUs +
            2 * (k - 1) * link_.alphaUs + 2 * b * (k - 1) / k / link_.betaBytesUs;
   }

@@ -125,7 +125,7 @@ TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per l
         doctest::Approx(shm.predictUs(Algorithm::ring, Collective::broadcast, mib, 2)));
 }
 
-TEST_CASE("hosts of several ranks: the hierarchical all-reduce once bytes matter") {
+TEST_CASE("hosts of several ranks: the hierarchical all-reduce and all-gather once bytes matter") {
   Tuner t(Tuner::tcpNetwork(), "", kChunk, kSlot);
   // Not a candidate until the tuner knows the hosts.
   CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_reduce, 64 << 20, 4) < 0);
@@ -133,8 +133,11 @@ TEST_CASE("hosts of several ranks: the hierarchical all-reduce once bytes matter
   CHECK(t.choose(Collective::all_reduce, 64 << 20, 4).algorithm == Algorithm::hierarchical);
   CHECK(t.choose(Collective::all_reduce, 1 << 20, 8).algorithm == Algorithm::hierarchical);
   CHECK(t.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
-  // Only the all-reduce has it.
-  CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_gather, 64 << 20, 4) < 0);
+  // The all-gather has it too: a host link carries (K-1)/K of the buffer, not (n-1)/n.
+  CHECK(t.choose(Collective::all_gather, 64 << 20, 4).algorithm == Algorithm::hierarchical);
+  CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_gather, 64 << 20, 4) <
+        t.predictUs(Algorithm::ring, Collective::all_gather, 64 << 20, 4));
+  CHECK(t.predictUs(Algorithm::hierarchical, Collective::broadcast, 64 << 20, 4) < 0);
   CHECK(t.choose(Collective::broadcast, 64 << 20, 4).algorithm != Algorithm::hierarchical);
   const Tuner forced(Tuner::tcpNetwork(), "hier", kChunk, kSlot);
   // Forced without hosts: the tuner chooses among what applies.
