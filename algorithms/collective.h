@@ -107,6 +107,10 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       }
       return a::ringAllGatherBlocks(p, rank, n, a::StridedBlocks{part, count}, chunk);
     case Collective::reduce_scatter:
+      if (plan.algorithm == Algorithm::hierarchical) {
+        return a::hierarchicalReduceScatter(p, rank, a::HostBlocks{plan.hosts, plan.localRanks},
+                                            part, count, chunk);
+      }
       return a::ringReduceScatter(p, rank, n, part, chunk, count);
     case Collective::broadcast:
       if (plan.algorithm == Algorithm::tree) return a::binomialBroadcast(p, rank, n, root, part);

@@ -1,13 +1,14 @@
-// Hierarchical all-reduce and all-gather for ranks laid out host by host (rank = host · L + local
-// index, as gyre-run and Slurm's block distribution place them): the network carries each byte as
-// few times as the number of hosts requires, not the number of ranks.
+// Hierarchical all-reduce, all-gather and reduce-scatter for ranks laid out host by host (rank =
+// host · L + local index, as gyre-run and Slurm's block distribution place them): the network
+// carries each byte as few times as the number of hosts requires, not the number of ranks.
 //   1. reduce-scatter inside each host, a ring over its L ranks: local rank j ends with its
 //      host's sum of slice j (slice j: elements [count·j/L, count·(j+1)/L));
 //   2. all-reduce of slice j across hosts, a ring over the K ranks with local index j (one
 //      "rail" per local index, so every rank's link to other hosts works at once);
 //   3. all-gather of the slices inside each host.
 // A host link carries 2(K-1)/K of the buffer against a flat ring's 2(n-1)/n. The all-gather
-// runs the same rails first, then gathers inside the hosts (hierarchicalAllGather). Each phase
+// runs the same rails first, then gathers inside the hosts (hierarchicalAllGather); the
+// reduce-scatter reduces inside the hosts into the rails (hierarchicalReduceScatter). Each phase
 // runs in rounds of at most `chunkElems` per step, like the flat ring (ring.h), and a phase
 // waits only on the one before it, so no wait is circular.
 #pragma once
@@ -126,6 +127,54 @@ GYRE_HD void hierarchicalAllGather(Prims& p, int rank, const HostBlocks& t, size
       p.send(at(g, j) + base, len);
       for (int s = 1; s < L - 1; ++s) p.recvCopySend(at(g, mod(j - s, L)) + base, len);
       p.recv(at(g, mod(j + 1, L)) + base, len);
+    }
+  }
+}
+
+// recv[i] = op over ranks of send[rank*stride + i] for i < count, ranks host by host. For each
+// host g in turn, from the previous one on the rail to this one, a ring reduce-scatter inside
+// the host of g's blocks whose last step hands the host's partial of block (g, j) to the rail
+// instead of keeping it: rank (h, j) adds what came from (h-1, j) and passes it to (h+1, j),
+// and at g = h the sum of all ranks lands in the output. No scratch, and the rail ring and the
+// rings inside the host keep the flat ring's pattern (a send, then a receive before every
+// further send), so no wait is circular. (K-1)/K of the buffer crosses a host's link.
+template <class Prims>
+GYRE_HD void hierarchicalReduceScatter(Prims& p, int rank, const HostBlocks& t, size_t count,
+                                       size_t stride, size_t chunkElems) {
+  const int L = t.local, K = t.hosts, h = t.host(rank), j = t.index(rank);
+  if (L == 1 && K == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  const int intraPrev = t.rank(h, mod(j - 1, L)), intraNext = t.rank(h, mod(j + 1, L));
+  const int railPrev = t.rank(mod(h - 1, K), j), railNext = t.rank(mod(h + 1, K), j);
+  auto in = [&](int host, int index) { return size_t(t.rank(host, index)) * stride; };
+  for (size_t base = 0; base < count; base += chunkElems) {
+    const size_t len = min_(chunkElems, count - base);
+    for (int step = 1; step <= K; ++step) {
+      const int g = mod(h - step, K);  // the last step: this host
+      if (L > 1) {
+        p.setPeers(&intraPrev, 1, &intraNext, 1);
+        p.send(in(g, mod(j - 1, L)) + base, len);
+        for (int s = 2; s < L; ++s) p.recvReduceSend(in(g, mod(j - s, L)) + base, len);
+      }
+      // Block (g, j): the host's ring brings the other local ranks' part, the rail the
+      // previous hosts'.
+      int from[2];
+      int nFrom = 0;
+      if (L > 1) from[nFrom++] = intraPrev;
+      if (step > 1) from[nFrom++] = railPrev;
+      if (step < K) {
+        p.setPeers(from, nFrom, &railNext, 1);
+        if (nFrom == 0) {
+          p.send(in(g, j) + base, len);
+        } else {
+          p.recvReduceSend(in(g, j) + base, len);
+        }
+      } else {
+        p.setPeers(from, nFrom, &railNext, 0);
+        p.recvReduceCopy(in(h, j) + base, base, len, /*final=*/true);
+      }
     }
   }
 }

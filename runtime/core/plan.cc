@@ -18,7 +18,8 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   const bool doubling = algorithm == Algorithm::doubling &&
                         (coll == Collective::all_reduce || coll == Collective::all_gather);
   const bool hierarchical = algorithm == Algorithm::hierarchical &&
-                            (coll == Collective::all_reduce || coll == Collective::all_gather) &&
+                            (coll == Collective::all_reduce || coll == Collective::all_gather ||
+                             coll == Collective::reduce_scatter) &&
                             shape.hosts > 1 && shape.localRanks > 1;
   plan.algorithm = tree                             ? Algorithm::tree
                    : doubling                       ? Algorithm::doubling

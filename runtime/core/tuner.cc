@@ -147,12 +147,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     return kOneShotStep * link_.alphaUs + moved / link_.betaBytesUs;
   }
   if (a == Algorithm::hierarchical) {
-    const bool gather = coll == Collective::all_gather;
-    if ((coll != Collective::all_reduce && !gather) || hosts_ < 2 || localRanks_ < 2) return -1;
+    const bool oneWay = coll == Collective::all_gather || coll == Collective::reduce_scatter;
+    if ((coll != Collective::all_reduce && !oneWay) || hosts_ < 2 || localRanks_ < 2) return -1;
     const double l = localRanks_, k = hosts_;
-    // A ring all-gather between hosts on every rail, whose host link carries (K-1)/K of the
-    // gathered buffer, then K rings of L - 1 steps inside each host (hierarchical.h).
-    if (gather) {
+    // A ring between hosts on every rail, whose host link carries (K-1)/K of the gathered (or
+    // scattered) buffer, and K rings of L - 1 steps inside each host (hierarchical.h).
+    if (oneWay) {
       return k * (l - 1) * intraHost_.alphaUs + b * (l - 1) / l / intraHost_.betaBytesUs +
              (k - 1) * link_.alphaUs + b * (k - 1) / k / link_.betaBytesUs;
     }

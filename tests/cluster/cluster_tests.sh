@@ -97,7 +97,7 @@ job_case() {
   GYRE_TIMEOUT=60 launch "$k" "$l" "soak-$k-$l" timeout 120 "$bench" --soak 4 -e 256K --seed $((k * 10 + l))
   wait_nodes || fail "soak on $k hosts × $l failed"
   if [ "$l" -gt 1 ]; then
-    # The hierarchical all-reduce and all-gather, forced, under the same random soak.
+    # The hierarchical all-reduce, all-gather and reduce-scatter, forced, under the same soak.
     GYRE_ALGO=hier GYRE_TIMEOUT=60 launch "$k" "$l" "hier-$k-$l" timeout 120 "$bench" --soak 4 -e 4M \
       --seed $((k * 10 + l + 1))
     wait_nodes || fail "soak with GYRE_ALGO=hier on $k hosts × $l failed"
@@ -107,11 +107,14 @@ job_case() {
     wait_nodes || fail "16 MiB all_reduce on $k hosts × $l failed"
     grep -q 'all_reduce of 16777216 B at n=4: hier' "$out/node0" ||
       fail "the tuner did not take the hierarchical all-reduce for 16 MiB"
-    GYRE_DEBUG=INFO GYRE_TIMEOUT=60 launch "$k" "$l" "tuned-ag-$k-$l" timeout 120 "$bench" all_gather \
-      -b 16M -e 16M -n 3 -w 1
-    wait_nodes || fail "16 MiB all_gather on $k hosts × $l failed"
-    grep -qE 'all_gather of [0-9]+ B at n=4: hier' "$out/node0" ||
-      fail "the tuner did not take the hierarchical all-gather for 16 MiB"
+    for coll in all_gather reduce_scatter; do
+      GYRE_DEBUG=INFO GYRE_TIMEOUT=60 launch "$k" "$l" "tuned-$coll-$k-$l" timeout 120 "$bench" \
+        $coll -b 16M -e 16M -n 3 -w 1
+      wait_nodes || fail "16 MiB $coll on $k hosts × $l failed"
+      grep -qE "$coll of [0-9]+ B at n=4: hier" "$out/node0" ||
+        fail "the tuner did not take the hierarchical $coll for 16 MiB"
+      grep -qE '^\[0\] +16777216 .* 0$' "$out/node0" || fail "16 MiB $coll: no row with 0 wrong"
+    done
   fi
   cat "$out"/node* | grep -E 'soak|wrong' | head -4
   stop_rendezvous

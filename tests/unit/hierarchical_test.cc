@@ -93,3 +93,42 @@ TEST_CASE("hierarchical all_gather: K hosts × L ranks, awkward counts, poisoned
     }
   }
 }
+
+TEST_CASE("hierarchical reduce_scatter: K hosts × L ranks, every op and awkward count") {
+  const RedOp ops[] = {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg};
+  for (int hosts = 1; hosts <= 4; ++hosts) {
+    for (int local = 1; local <= 4; ++local) {
+      const int n = hosts * local;
+      for (size_t count : {size_t(0), size_t(1), size_t(5), size_t(97), size_t(1009)}) {
+        for (RedOp op : ops) {
+          CAPTURE(hosts);
+          CAPTURE(local);
+          CAPTURE(count);
+          CAPTURE(int(op));
+          FakeNetwork net(n, count > 100 ? 16 : 3, /*nSlots=*/4);
+          std::vector<std::vector<double>> in(n), out(n, std::vector<double>(count, -12345.0));
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < n * count; ++i) in[r].push_back(value(r, i));
+          std::vector<size_t> offHost(n, 0);
+          const algo::HostBlocks t{hosts, local};
+          runFake(net, op, in, out, [&](FakePrims& p, int r) {
+            algo::hierarchicalReduceScatter(p, r, t, count, count, net.chunkElems());
+            for (const auto& [peer, elems] : p.sentTo)
+              if (t.host(peer) != t.host(r)) offHost[r] += elems;
+          });
+          for (int r = 0; r < n; ++r) {
+            for (size_t i = 0; i < count; ++i) {
+              const size_t at = r * count + i;
+              double want = value(0, at);
+              for (int q = 1; q < n; ++q) want = gyre::test::refOp(op, want, value(q, at));
+              if (op == RedOp::avg) want /= n;
+              REQUIRE(out[r][i] == doctest::Approx(want));
+            }
+          }
+          // Each rank hands K - 1 partial blocks to the next host on its rail.
+          for (int r = 0; r < n; ++r) CHECK(offHost[r] == size_t(hosts - 1) * count);
+        }
+      }
+    }
+  }
+}

@@ -133,8 +133,10 @@ TEST_CASE("hosts of several ranks: the hierarchical all-reduce and all-gather on
   CHECK(t.choose(Collective::all_reduce, 64 << 20, 4).algorithm == Algorithm::hierarchical);
   CHECK(t.choose(Collective::all_reduce, 1 << 20, 8).algorithm == Algorithm::hierarchical);
   CHECK(t.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
-  // The all-gather has it too: a host link carries (K-1)/K of the buffer, not (n-1)/n.
+  // The all-gather and reduce-scatter have it too: a host link carries (K-1)/K of the
+  // buffer, not (n-1)/n.
   CHECK(t.choose(Collective::all_gather, 64 << 20, 4).algorithm == Algorithm::hierarchical);
+  CHECK(t.choose(Collective::reduce_scatter, 64 << 20, 4).algorithm == Algorithm::hierarchical);
   CHECK(t.predictUs(Algorithm::hierarchical, Collective::all_gather, 64 << 20, 4) <
         t.predictUs(Algorithm::ring, Collective::all_gather, 64 << 20, 4));
   CHECK(t.predictUs(Algorithm::hierarchical, Collective::broadcast, 64 << 20, 4) < 0);
