@@ -129,8 +129,8 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
 }
 
 // recv[i] = send of root [i] on every rank; a pipeline along the ring starting at root. The
-// last rank closes the ring with a marker to root, so root checks that its peers agree too
-// (otherwise ranks that all believe they are root would never compare descriptors).
+// root sends and goes on: ranks that each believe they are root leave data in each other's
+// links, which their next call meets (binomialBroadcast).
 template <class Prims>
 GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, size_t chunkElems) {
   if (n == 1) {
@@ -149,8 +149,6 @@ GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, si
       p.recvCopySend(base, len);
     }
   }
-  if (position == n - 1) p.sendMarker();
-  if (position == 0) p.recvMarker();
 }
 
 // recv[i] on root = op over ranks of send[i]: a chain from root+1 to root. Other ranks'

@@ -114,15 +114,16 @@ GYRE_HD void binomialReduce(Prims& p, int rank, int n, int root, size_t count) {
   treeUp(p, binomialNode(rank, n, root), 0, count, /*down=*/false);
 }
 
-// recv[i] = send of root [i] on every rank. Empty markers then climb back to root, so a rank
-// that wrongly believes it is root meets a peer's data where it expects a marker (ranks
-// disagree) instead of returning its own buffer unnoticed.
+// recv[i] = send of root [i] on every rank. The root sends and goes on, like any sender: ranks
+// that each believe they are root leave data in each other's links, which their next call
+// meets (ranks disagree), as with a scatter.
 template <class Prims>
 GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count) {
   if (n == 1) {
     p.localCopy(0, 0, count);
     return;
   }
+  if (count == 0) return;  // nothing moves, and no rank names a peer to connect to
   const TreeNode t = binomialNode(rank, n, root);
   if (rank == root) {
     p.setPeers(nullptr, 0, t.children, t.nChildren);
@@ -130,9 +131,6 @@ GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count
   } else {
     treeDown(p, t, 0, count);
   }
-  p.setPeers(t.children, t.nChildren, &t.parent, t.parent >= 0 ? 1 : 0);
-  p.recvMarker();
-  p.sendMarker();
 }
 
 // All-reduce over the double binary tree. Each round gives each tree half of at most

@@ -194,14 +194,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       // depth - 1. Then the tree streams nearly as well as the chain (measured at n = 4 and 8:
       // within 5% for broadcast, 20% for reduce, at 16 MiB).
       const double fill = std::min(b, double(slotBytes_)) / std::max(b, 1.0);
-      // The ring broadcast ends with a marker back to root: one step more.
       if (a == Algorithm::ring) {
-        steps = coll == Collective::broadcast ? nn : nn - 1;
+        steps = nn - 1;
         factor = 1 + (nn - 2) * fill;
       }
-      // The broadcast's markers climb back to root: twice the depth.
       if (a == Algorithm::tree) {
-        steps = coll == Collective::broadcast ? 2 * lg : lg;
+        steps = lg;
         factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
         // Through one egress link the root sends (or receives) the buffer once per child.
         if (link_.oneEgress) factor = lg + (lg - 1) * fill;

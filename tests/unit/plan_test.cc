@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "algorithms/collective.h"
+#include "algorithms/peer_recorder.h"
 #include "runtime/core/plan.h"
 
 using namespace gyre;
@@ -75,5 +77,48 @@ TEST_CASE("plan: channel parts cover the buffers once; roots alone have root-onl
     CHECK(channelPart(p, 0, 1, send.data(), recv.data(), 4).out == nullptr);
     CHECK(channelPart(p, 0, 2, send.data(), recv.data(), 4).out != nullptr);
     CHECK(channelPart(p, 0, 1, send.data(), recv.data(), 4).in != nullptr);
+  }
+}
+
+// Connections open in ascending rank order, each rank dialling the peers its algorithm names
+// and waiting for the others: a rank that names a peer which does not name it back waits for
+// ever. Every plan, count 0 included, must name its peers both ways.
+TEST_CASE("plan: every algorithm names its peers both ways, for every count and root") {
+  const Algorithm algorithms[] = {Algorithm::ring, Algorithm::tree, Algorithm::doubling,
+                                  Algorithm::hierarchical};
+  for (int n = 2; n <= 8; ++n) {
+    for (int c = 0; c < kNumCollectives; ++c) {
+      const auto coll = static_cast<Collective>(c);
+      for (Algorithm chosen : algorithms) {
+        for (uint64_t count : {0, 1, 7, 5000}) {
+          for (int root = 0; root < n; ++root) {
+            const int hosts = n % 2 == 0 ? 2 : 1;
+            const PlanShape shape{4, 64, 1, hosts, n / hosts};
+            const CollectivePlan plan =
+                planCollective(coll, DataType::f32, count, root, chosen, shape);
+            std::vector<std::vector<int>> peers;
+            peers.resize(size_t(n));
+            for (int r = 0; r < n; ++r) {
+              PeerRecorder recorder;
+              runChannel(recorder, plan, r, n, count);
+              peers[size_t(r)] = recorder.peers();
+            }
+            for (int a = 0; a < n; ++a) {
+              for (int b : peers[size_t(a)]) {
+                CAPTURE(collectiveName(coll));
+                CAPTURE(int(plan.algorithm));
+                CAPTURE(n);
+                CAPTURE(count);
+                CAPTURE(root);
+                CAPTURE(a);
+                CAPTURE(b);
+                const auto& back = peers[size_t(b)];
+                CHECK(std::find(back.begin(), back.end(), a) != back.end());
+              }
+            }
+          }
+        }
+      }
+    }
   }
 }
