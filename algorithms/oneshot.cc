@@ -49,12 +49,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   auto* out = static_cast<std::byte*>(recv);
   post_ = int(calls_ % kMailPosts);
   block_ = int(calls_ % kMailData);
-  // Checks what it can of the calls it went on from, and must check those whose post this call
-  // reuses: the others may wait for that. In a call that writes data blocks, they may wait for
-  // this rank to have finished the call that used the block last, kMailData calls ago.
+  // Checks the calls it went on from whose post this call reuses: the others may wait for
+  // that. In a call that writes data blocks, they may wait for this rank to have finished the
+  // call that used the block last, kMailData calls ago.
   const bool writesData = bytes > MailPost::kInlineBytes;
   checkUnchecked(
-      ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)]);
+      ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)],
+      /*probe=*/false);
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
@@ -79,7 +80,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       if (rank_ == d.root) {
         reduceAll(0, d.count);
       } else {
-        unchecked_.push_back({d, post_, d.root, bytes});
+        defer(ctx, {d, post_, d.root, bytes});
         checked = false;
       }
       break;
@@ -93,7 +94,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       if (rank_ == d.root) {
         post(ctx, send, bytes);
         if (n > 1) {
-          unchecked_.push_back({d, post_, -1, 0});
+          defer(ctx, {d, post_, -1, 0});
           checked = false;
         }
         cpu::copy(out, nullptr, send, bytes);  // a no-op in place
@@ -116,12 +117,18 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   lastSeq_ = d.seq;
   ++calls_;
   // A rank whose post of this call was read has posted its earlier ones: whatever those show
-  // is found now, not left to chance.
-  if (!unchecked_.empty()) checkUnchecked(ctx, 0);
+  // is found now, not left to chance. (A call that read nothing leaves them to a later one.)
+  if (checked && !unchecked_.empty()) checkUnchecked(ctx, 0, /*probe=*/true);
   if (checked) publishDone();
 }
 
-void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through) {
+void OneShot::defer(const OpContext& ctx, const Unchecked& u) {
+  if (!unchecked_.push_back(u)) {
+    fail(Code::internal, who(ctx) + ": more calls left unchecked than the window has posts");
+  }
+}
+
+void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through, bool probe) {
   if (checking_) return;
   checking_ = true;
   struct Reset {
@@ -133,6 +140,7 @@ void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through) {
     const Unchecked& u = unchecked_.front();
     const int n = window_.nranks();
     if (u.call.seq > through) {
+      if (!probe) break;
       // Not needed yet: checked now only if every post it needs is there.
       for (int r = 0; r < n; ++r) {
         if (r == rank_ || (u.peer >= 0 && r != u.peer)) continue;
@@ -295,7 +303,7 @@ void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready 
     }
     // A stuck rank checks what it can of the calls it went on from: a rank that needs it
     // to say it finished one of them (a disagreement on sizes) is not left waiting.
-    if (!unchecked_.empty()) checkUnchecked(ctx, 0);
+    if (!unchecked_.empty()) checkUnchecked(ctx, 0, /*probe=*/true);
     // Short slices: the failure records, the abort word and the peer's process get a look.
     const auto until =
         std::min({ctx.deadline, nextLivenessCheck, now + std::chrono::milliseconds(20)});

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "algorithms/host_prims.h"
@@ -64,8 +63,9 @@ class OneShot {
   }
   void post(const OpContext& ctx, const void* payload, uint32_t bytes);
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
-  // and checks later ones only if their posts are all there.
-  void checkUnchecked(const OpContext& ctx, uint64_t through);
+  // and, with `probe`, checks later ones whose posts are all there.
+  void checkUnchecked(const OpContext& ctx, uint64_t through, bool probe);
+  void defer(const OpContext& ctx, const Unchecked& u);
   // Says this rank finished every call before the oldest unchecked one (or all it ran).
   void publishDone();
   // Until `ready()`, or a failure, an abort or the deadline (each thrown as Failure); asleep
@@ -87,8 +87,21 @@ class OneShot {
   uint64_t published_ = 0;               // the done this rank published last
   int post_ = 0;                         // the post of the call running
   int block_ = 0;                        // its data block
-  std::deque<Unchecked> unchecked_;      // oldest first
-  bool checking_ = false;                // inside checkUnchecked (its waits call it no further)
+  // The calls this rank went on from, oldest first: at most kMailPosts, since a call checks
+  // every older one whose post it reuses.
+  struct UncheckedRing {
+    Unchecked items[kMailPosts + 1];
+    int head = 0, size = 0;
+    bool empty() const { return size == 0; }
+    const Unchecked& front() const { return items[head]; }
+    void pop_front() { head = (head + 1) % (kMailPosts + 1), --size; }
+    bool push_back(const Unchecked& u) {
+      if (size == kMailPosts + 1) return false;
+      items[(head + size++) % (kMailPosts + 1)] = u;
+      return true;
+    }
+  } unchecked_;
+  bool checking_ = false;  // inside checkUnchecked (its waits call it no further)
 };
 
 }  // namespace gyre

@@ -16,6 +16,13 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ti
 }
 }  // namespace
 
+Clock::time_point coarseNow() {
+  // The same clock as steady_clock's (CLOCK_MONOTONIC), read from the last tick.
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
 void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers) {
   if (sleepers.load(std::memory_order_seq_cst) != 0) futex(&value, FUTEX_WAKE, INT_MAX, nullptr);
 }

@@ -11,6 +11,10 @@ namespace gyre {
 
 using Clock = std::chrono::steady_clock;
 
+// Clock::now() to within a scheduler tick (a few ms), for a few nanoseconds: enough for a
+// deadline seconds away, taken once per call.
+Clock::time_point coarseNow();
+
 struct alignas(64) WaitWord {
   std::atomic<uint32_t> value{0};
   std::atomic<uint32_t> waiters{0};

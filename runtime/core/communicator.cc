@@ -378,7 +378,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   ctx.rank = config.rank;
   ctx.nranks = config.nranks;
   ctx.timeout = config.timeout;
-  ctx.deadline = Clock::now() + config.timeout;
+  ctx.deadline = coarseNow() + config.timeout;
   ctx.abort = &abortFlag;
   ctx.spin = spin;
   ctx.yieldWhileSpinning = yieldWhileSpinning;
