@@ -1,0 +1,338 @@
+// The pieces of one gyre-bench run: its options, the collective it calls, its buffers (host
+// or CUDA) and the check of every element that came back. gyre-bench's main.cc drives them.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifdef GYRE_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "gyre/gyre.h"
+#include "gyre/types.h"
+#include "tools/bench/pattern.h"
+
+namespace gyre::bench {
+
+enum class Coll {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  gather,
+  scatter,
+  all_to_all,
+  sendrecv  // nccl-tests' sendrecv: each rank sends to the next and receives from the previous
+};
+const char* const kCollNames[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                  "broadcast",  "reduce",     "gather",
+                                  "scatter",    "all_to_all", "sendrecv"};
+
+struct Options {
+  Coll coll = Coll::all_reduce;
+  size_t minBytes = 8, maxBytes = 256 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5, check = 1, root = 0;
+  DataType type = DataType::f32;
+  RedOp op = RedOp::sum;
+  bool inPlace = false;
+  int batch = 1;            // all_reduce calls per iteration, on consecutive output slices
+  bool group = false;       // inside gyreGroupStart/End
+  bool registered = false;  // buffers registered with gyreCommRegister
+  bool cuda = false;        // buffers in CUDA device memory, calls on a stream
+};
+
+[[noreturn]] void die(const char* what, gyreResult_t r) {
+  std::fprintf(stderr, "gyre-bench: %s failed: %s: %s\n", what, gyreGetErrorString(r),
+               gyreGetLastError(nullptr));
+  std::exit(1);
+}
+#define CHECK(call)                        \
+  do {                                     \
+    gyreResult_t r_ = (call);              \
+    if (r_ != gyreSuccess) die(#call, r_); \
+  } while (0)
+
+#ifdef GYRE_BENCH_CUDA
+void cudaCheck(cudaError_t e) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "gyre-bench: CUDA: %s\n", cudaGetErrorString(e));
+  std::exit(1);
+}
+#endif
+
+size_t parseSize(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  switch (*end) {
+    case 'G':
+    case 'g':
+      v *= 1024.0;
+      [[fallthrough]];
+    case 'M':
+    case 'm':
+      v *= 1024.0;
+      [[fallthrough]];
+    case 'K':
+    case 'k':
+      v *= 1024.0;
+      ++end;
+      break;
+    default:
+      break;
+  }
+  if (*end != '\0' && !(*end == 'B' && end[1] == '\0'))
+    throw CLI::ValidationError("bad size " + text);
+  return size_t(v);
+}
+
+double busFactor(Coll c, int n) {
+  switch (c) {
+    case Coll::all_reduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::all_gather:
+    case Coll::reduce_scatter:
+      return double(n - 1) / n;
+    case Coll::broadcast:
+    case Coll::reduce:
+    case Coll::sendrecv:
+      return 1.0;
+    case Coll::gather:
+    case Coll::scatter:
+    case Coll::all_to_all:
+      return double(n - 1) / n;
+  }
+  return 1.0;
+}
+
+struct Run {
+  const Options& o;
+  gyreComm_t comm;
+  int rank, n;
+  size_t es;
+  std::vector<unsigned char> send, recv, expected;
+  unsigned char* deviceSend = nullptr;  // --cuda: device twins of send and recv
+  unsigned char* deviceRecv = nullptr;
+  void* stream = nullptr;
+
+  // Element counts of the send and recv buffers for a row of `bytes`.
+  size_t perRank(size_t bytes) const { return std::max<size_t>(1, bytes / es / n); }
+  size_t sendCount(size_t bytes) const {
+    switch (o.coll) {
+      case Coll::all_gather:
+      case Coll::gather:
+        return perRank(bytes);
+      case Coll::reduce_scatter:
+      case Coll::scatter:
+      case Coll::all_to_all:
+        return perRank(bytes) * n;
+      default:
+        return std::max<size_t>(1, bytes / es);
+    }
+  }
+  size_t recvCount(size_t bytes) const {
+    switch (o.coll) {
+      case Coll::all_gather:
+      case Coll::gather:
+      case Coll::all_to_all:
+        return perRank(bytes) * n;
+      case Coll::reduce_scatter:
+      case Coll::scatter:
+        return perRank(bytes);
+      default:
+        return std::max<size_t>(1, bytes / es);
+    }
+  }
+
+  void* hostSendPtr(size_t bytes) {
+    if (!o.inPlace) return send.data();
+    if (o.coll == Coll::all_gather || o.coll == Coll::gather) {
+      return recv.data() + size_t(rank) * perRank(bytes) * es;
+    }
+    return recv.data();
+  }
+  void* hostRecvPtr(size_t bytes, int slice = 0) {
+    if (o.inPlace && (o.coll == Coll::reduce_scatter || o.coll == Coll::scatter)) {
+      return recv.data() + size_t(rank) * perRank(bytes) * es;
+    }
+    return recv.data() + size_t(slice) * recvCount(bytes) * es;
+  }
+
+  // The device address of a host-vector address (--cuda), else the address itself.
+  void* onDevice(void* p) {
+    if (!o.cuda) return p;
+    auto* c = static_cast<unsigned char*>(p);
+    if (c >= send.data() && c < send.data() + send.size()) return deviceSend + (c - send.data());
+    return deviceRecv + (c - recv.data());
+  }
+  void* sendPtr(size_t bytes) { return onDevice(hostSendPtr(bytes)); }
+  void* recvPtr(size_t bytes, int slice = 0) { return onDevice(hostRecvPtr(bytes, slice)); }
+
+  void once(size_t bytes) {
+    const auto t = static_cast<gyreDataType_t>(o.type);
+    const auto op = static_cast<gyreRedOp_t>(o.op);
+    void* s = sendPtr(bytes);
+    void* r = recvPtr(bytes);
+    switch (o.coll) {
+      case Coll::all_reduce:
+        if (o.group) CHECK(gyreGroupStart());
+        for (int k = 0; k < o.batch; ++k) {
+          CHECK(gyreAllReduce(o.inPlace ? recvPtr(bytes, k) : s, recvPtr(bytes, k),
+                              recvCount(bytes), t, op, comm, stream));
+        }
+        if (o.group) CHECK(gyreGroupEnd());
+        break;
+      case Coll::reduce:
+        CHECK(gyreReduce(s, r, recvCount(bytes), t, op, o.root, comm, stream));
+        break;
+      case Coll::gather:
+        CHECK(gyreGather(s, r, perRank(bytes), t, o.root, comm, stream));
+        break;
+      case Coll::scatter:
+        CHECK(gyreScatter(s, r, perRank(bytes), t, o.root, comm, stream));
+        break;
+      case Coll::all_to_all:
+        CHECK(gyreAllToAll(s, r, perRank(bytes), t, comm, stream));
+        break;
+      case Coll::all_gather:
+        CHECK(gyreAllGather(s, r, perRank(bytes), t, comm, stream));
+        break;
+      case Coll::reduce_scatter:
+        CHECK(gyreReduceScatter(s, r, perRank(bytes), t, op, comm, stream));
+        break;
+      case Coll::broadcast:
+        CHECK(gyreBroadcast(s, r, recvCount(bytes), t, o.root, comm, stream));
+        break;
+      case Coll::sendrecv:
+        CHECK(gyreGroupStart());
+        CHECK(gyreSend(s, sendCount(bytes), t, (rank + 1) % n, comm, stream));
+        CHECK(gyreRecv(r, recvCount(bytes), t, (rank + n - 1) % n, comm, stream));
+        CHECK(gyreGroupEnd());
+        break;
+    }
+  }
+
+  // Fills this rank's input (where the collective reads it), poisons the output and, when
+  // checking, computes the expected output.
+  void prepare(size_t bytes, bool withExpected) {
+    using gyre::bench::fillPeriodic;
+    const bool reduces =
+        o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter || o.coll == Coll::reduce;
+    const RedOp valueOp = reduces ? o.op : RedOp::max;
+    const size_t period = gyre::bench::patternPeriod(valueOp, n);
+    std::memset(recv.data(), 0xA5, recv.size());
+    if (o.inPlace && o.coll == Coll::all_reduce) {
+      for (int k = 0; k < o.batch; ++k) {
+        fillPeriodic(o.type, hostRecvPtr(bytes, k), sendCount(bytes), period,
+                     [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+      }
+    } else {
+      fillPeriodic(o.type, hostSendPtr(bytes), sendCount(bytes), period,
+                   [&](size_t i) { return patternValue(valueOp, rank, n, i); });
+    }
+    if (!withExpected) return;
+    const size_t rc = recvCount(bytes), per = perRank(bytes);
+    switch (o.coll) {
+      case Coll::all_reduce:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return reducedValue(o.op, n, i); });
+        break;
+      case Coll::all_gather:
+        for (int r = 0; r < n; ++r) {
+          fillPeriodic(o.type, expected.data() + size_t(r) * per * es, per, period,
+                       [&](size_t i) { return patternValue(RedOp::max, r, n, i); });
+        }
+        break;
+      case Coll::reduce_scatter:
+        // Offsets start at rank * rc, which need not be a multiple of the period.
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i, reducedValue(o.op, n, size_t(rank) * rc + i));
+        break;
+      case Coll::broadcast:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return patternValue(RedOp::max, o.root, n, i); });
+        break;
+      case Coll::reduce:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return reducedValue(o.op, n, i); });
+        break;
+      case Coll::gather:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, int(i / per), n, i % per));
+        break;
+      case Coll::scatter:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, o.root, n, size_t(rank) * rc + i));
+        break;
+      case Coll::all_to_all:
+        for (size_t i = 0; i < rc; ++i)
+          storeValue(o.type, expected.data(), i,
+                     patternValue(RedOp::max, int(i / per), n, size_t(rank) * per + i % per));
+        break;
+      case Coll::sendrecv:
+        fillPeriodic(o.type, expected.data(), rc, period,
+                     [&](size_t i) { return patternValue(RedOp::max, (rank + n - 1) % n, n, i); });
+        break;
+    }
+  }
+
+  // --cuda: the host vectors to the device, and the results back.
+  void upload() {
+#ifdef GYRE_BENCH_CUDA
+    if (!o.cuda) return;
+    cudaCheck(cudaMemcpy(deviceSend, send.data(), send.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(deviceRecv, recv.data(), recv.size(), cudaMemcpyHostToDevice));
+#endif
+  }
+  void finish() {
+#ifdef GYRE_BENCH_CUDA
+    if (o.cuda) cudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+#endif
+  }
+
+  // Outputs that only root receives are checked there.
+  size_t wrong(size_t bytes) {
+#ifdef GYRE_BENCH_CUDA
+    if (o.cuda) {
+      finish();
+      cudaCheck(cudaMemcpy(recv.data(), deviceRecv, recv.size(), cudaMemcpyDeviceToHost));
+    }
+#endif
+    if ((o.coll == Coll::reduce || o.coll == Coll::gather) && rank != o.root) return 0;
+    size_t bad = 0;
+    for (int k = 0; k < (o.coll == Coll::all_reduce ? o.batch : 1); ++k) {
+      bad += gyre::bench::countMismatches(o.type, hostRecvPtr(bytes, k), expected.data(),
+                                          recvCount(bytes));
+    }
+    return bad;
+  }
+
+  void barrier() {
+    double x = 0;
+    CHECK(gyreAllReduce(&x, &x, 1, gyreFloat64, gyreSum, comm, nullptr));
+  }
+  double maxOverRanks(double v) {
+    CHECK(gyreAllReduce(&v, &v, 1, gyreFloat64, gyreMax, comm, nullptr));
+    return v;
+  }
+  uint64_t sumOverRanks(uint64_t v) {
+    CHECK(gyreAllReduce(&v, &v, 1, gyreUint64, gyreSum, comm, nullptr));
+    return v;
+  }
+};
+
+}  // namespace gyre::bench
