@@ -53,9 +53,11 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // that. In a call that writes data blocks, they may wait for this rank to have finished the
   // call that used the block last, kMailData calls ago.
   const bool writesData = bytes > MailPost::kInlineBytes;
-  checkUnchecked(
-      ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)],
-      /*probe=*/false);
+  if (!unchecked_.empty()) {
+    checkUnchecked(
+        ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)],
+        /*probe=*/false);
+  }
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
@@ -138,22 +140,20 @@ void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through, bool probe)
   bool progressed = false;
   while (!unchecked_.empty()) {
     const Unchecked& u = unchecked_.front();
-    const int n = window_.nranks();
+    // The posts it needs: the root's, or every other rank's.
+    const int first = u.peer >= 0 ? u.peer : 0, last = u.peer >= 0 ? u.peer : window_.nranks() - 1;
     if (u.call.seq > through) {
       if (!probe) break;
       // Not needed yet: checked now only if every post it needs is there.
-      for (int r = 0; r < n; ++r) {
-        if (r == rank_ || (u.peer >= 0 && r != u.peer)) continue;
-        if (boxes_[size_t(r)].posts[u.post].flag.load(std::memory_order_acquire) !=
-            uint32_t(u.call.seq)) {
-          if (progressed) publishDone();
-          return;
-        }
+      bool there = true;
+      for (int r = first; r <= last && there; ++r) {
+        there = r == rank_ || boxes_[size_t(r)].posts[u.post].flag.load(
+                                  std::memory_order_acquire) == uint32_t(u.call.seq);
       }
+      if (!there) break;
     }
-    for (int r = 0; r < n; ++r) {
-      if (r != rank_ && (u.peer < 0 || r == u.peer))
-        awaitPost(ctx, u.call, u.post, r, u.bytes, true);
+    for (int r = first; r <= last; ++r) {
+      if (r != rank_) awaitPost(ctx, u.call, u.post, r, u.bytes, /*late=*/true);
     }
     unchecked_.pop_front();
     progressed = true;

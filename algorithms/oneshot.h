@@ -87,8 +87,8 @@ class OneShot {
   uint64_t published_ = 0;               // the done this rank published last
   int post_ = 0;                         // the post of the call running
   int block_ = 0;                        // its data block
-  // The calls this rank went on from, oldest first: at most kMailPosts, since a call checks
-  // every older one whose post it reuses.
+  // The calls this rank went on from, oldest first: at most kMailPosts (a call first checks
+  // every older one whose post it reuses), and one slot to spare.
   struct UncheckedRing {
     Unchecked items[kMailPosts + 1];
     int head = 0, size = 0;
