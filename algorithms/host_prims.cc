@@ -25,7 +25,8 @@ HostPrims::HostPrims(const OpContext& ctx, ConnectionTo connectionTo, const void
 
 HostPrims::~HostPrims() {
   flushSends();
-  for (int i = 0; i < nReadingInput_; ++i) (void)readingInput_[i]->releaseSources(ctx_.deadline);
+  // Only after a failure: finish() emptied the list otherwise.
+  for (int i = 0; i < nReadingInput_; ++i) readingInput_[i]->abandonSources(ctx_.deadline);
 }
 
 void HostPrims::finish() {
@@ -88,22 +89,23 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // kernels write a second one in the same pass, and further ones are copied from the first.
     std::byte* dst = out ? out : slots[0];
     std::byte* dst2 = out ? (nSend ? slots[0] : nullptr) : (nSend > 1 ? slots[1] : nullptr);
-    // A single send of what ends up in the output may leave from there (offered before it is
-    // written: a transport that takes it reads it only when the slot is published).
-    if (out && nSend == 1 &&
-        sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable}) ==
-            Taken::untilPublished) {
-      dst2 = nullptr;
+    // A single send may leave from where its payload already is: the input where it is sent as
+    // it is (a transport may read it until the operation returns where nothing writes it), else
+    // the output (offered before it is written: a transport that takes it reads it only when
+    // the slot is published).
+    Taken taken = Taken::no;
+    const bool sendsInput = (what & (kRecv | kInput | kSend)) == (kInput | kSend) && nSend == 1;
+    if (sendsInput && (inputReadOnly_ || !out)) {
+      taken = sendTo_[0]->offerSource(
+          {in, bytes, inputReadOnly_, !ctx_.inputUnreadable, ctx_.receiversInCall});
+    } else if (out && nSend == 1) {
+      taken =
+          sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall});
     }
-    // A plain send of the input may leave straight from it.
-    const Taken taken =
-        what == (kInput | kSend) && nSend == 1
-            ? sendTo_[0]->offerSource({in, bytes, inputReadOnly_, !ctx_.inputUnreadable})
-            : Taken::no;
-    if (taken == Taken::untilReleased) {
-      noteReadingInput(*sendTo_[0]);
-    } else if (taken == Taken::untilPublished) {
-      // read while publishing
+    if (taken == Taken::untilReleased) noteReadingInput(*sendTo_[0]);
+    if (taken != Taken::no && out) dst2 = nullptr;  // the slot stays empty
+    if (taken != Taken::no && !out) {
+      // a plain send: the transport moves the input itself
     } else if (in && ctx_.inputUnreadable) {
       const std::string via = nSend
                                   ? std::string(sendTo_[0]->transportName()) +
@@ -188,10 +190,9 @@ const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte
   auto& tail = link.counters->tail;
   const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
   const auto ready = [&] { return tail.value.load(std::memory_order_acquire) != head; };
-  if (direct && ready()) direct = nullptr;  // already in the slot
   const auto await = [&](Clock::time_point until) { from.awaitRecv(until); };
   bool landed = false;
-  if (direct) {
+  if (direct && !ready()) {
     from.offerTarget({head, direct, bytes, ctx_.desc});
     struct Withdraw {  // also when the wait throws
       Connection& conn;
@@ -205,7 +206,13 @@ const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte
   }
   const SlotMeta& meta = link.meta(head);
   if (!meta.sameOp(ctx_.desc) || meta.bytes != bytes) mismatch(from, meta, bytes);
-  return landed ? direct : link.slot(head);
+  if (landed) return direct;
+  if (const std::byte* payload = from.recvPayload(head, direct)) return payload;
+  const Status broken = from.failure();
+  throw Failure(Status{broken.code,
+                       "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
+                           " failed: " + broken.message,
+                       broken.lostRank});
 }
 
 std::byte* HostPrims::waitSend(Connection& to) {

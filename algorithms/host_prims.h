@@ -24,6 +24,8 @@ struct OpContext {
   bool yieldWhileSpinning = false;  // more ranks than cores: let the one we wait for run
   // Nothing writes the input buffer until the operation returns: sends may read it in place.
   bool inputReadOnly = false;
+  // Every rank this operation sends to takes part in it (a collective, not a send).
+  bool receiversInCall = false;
   // The CPU must not read the input (device memory): every send of it leaves straight from it
   // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;

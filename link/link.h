@@ -48,6 +48,9 @@ struct SendSource {
   uint32_t bytes = 0;
   bool stable = false;      // unchanged until the operation returns (the input of a send)
   bool cpuReadable = true;  // false: device memory, which only a DMA engine may read
+  // The receiver takes part in the same operation (a collective), so the operation may wait
+  // for it to read the payload; a lone send must not (its receiver may come later).
+  bool receiverInCall = false;
 };
 // How a transport took a SendSource.
 enum class Taken : uint8_t {
@@ -130,12 +133,24 @@ class Connection {
   // Blocks until nothing taken Taken::untilReleased is read any more, the connection failed,
   // or the deadline passed; the operation returns only after this.
   virtual Status releaseSources(Clock::time_point /*deadline*/) { return {}; }
+  // The operation failed before releaseSources(): from now on nothing taken
+  // Taken::untilReleased may be read. Transports that can withdraw the sources do (the peer
+  // then fails instead of reading memory the caller got back); the others wait as
+  // releaseSources() does.
+  virtual void abandonSources(Clock::time_point deadline) { (void)releaseSources(deadline); }
   // The consumer, about to wait for recv slot `target.index`, offers where its payload should
   // go. A frame that does not match `target` (other call, other size) lands in the slot as
   // usual so the mismatch is reported without touching the memory. The offer lasts until
   // withdrawTarget(index), which says whether slot `index` landed there.
   virtual void offerTarget(const RecvTarget& /*target*/) {}
   virtual bool withdrawTarget(uint32_t /*index*/) { return false; }
+  // The consumer, once recv slot `index` is filled and its header matches the call, asks where
+  // its payload is: in the slot (the default), or, where the producer left it in its own
+  // memory (shm's single copy), copied now into `target` (the offered target; null: the slot).
+  // Null when that copy failed; failure() then says why.
+  virtual const std::byte* recvPayload(uint32_t index, std::byte* /*target*/) {
+    return recv_.slot(index);
+  }
   // Slots this connection moved directly so far (diagnostics and tests).
   virtual DirectCounts directCounts() const { return {}; }
 

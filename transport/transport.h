@@ -49,6 +49,9 @@ struct LinkConfig {
   std::string tcpCongestion = "auto";
   // A tcp peer silent this long is gone (base/fd.h setTcpLiveness); 0: the system's.
   std::chrono::milliseconds tcpDeadAfter{std::chrono::seconds(6)};
+  // The smallest shm slot payload the receiver reads straight from the sender's memory
+  // (shm_connection.h); 0: never.
+  size_t singleCopyBytes = 32 * 1024;
 };
 
 // What kind of medium a transport's links cross: the tuner models them differently.

@@ -245,6 +245,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   options.link.slotBytes = config.slotBytes;
   options.link.tcpCongestion = config.tcpCongestion;
   options.link.tcpDeadAfter = config.tcpTimeout;
+  options.link.singleCopyBytes = config.shmSingleCopyBytes;
   options.listenHost = listenHost;
   options.only = config.transport;
   options.shmDir = config.shmDir;
@@ -383,8 +384,11 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   ctx.spin = spin;
   ctx.yieldWhileSpinning = yieldWhileSpinning;
   // A send only reads its buffer, so its slots may leave straight from it (registered memory
-  // over rdma); collectives write where they read (in place, or the output they forward).
-  ctx.inputReadOnly = p2p;
+  // over rdma, the receiver's single copy over shm). So do the collectives that move data
+  // without reducing it: they never write their input (in place, their output writes other
+  // blocks). Reductions write where they read.
+  ctx.inputReadOnly = p2p || !reduces(desc.coll);
+  ctx.receiversInCall = !p2p;
   if (!p2p) {
     board->started(ctx.desc);
     // Two pointers: small enough for std::function to hold without an allocation.

@@ -98,6 +98,8 @@ void applyTuningEnv(CommConfig& c) {
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   c.oneShotBytes =
       size_t(envInt("GYRE_ONESHOT_BYTES", (long long)c.oneShotBytes, 0, (long long)16 << 20));
+  c.shmSingleCopyBytes = size_t(
+      envInt("GYRE_SHM_SINGLE_COPY_BYTES", (long long)c.shmSingleCopyBytes, 0, (long long)1 << 30));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
   if (const char* v = env("GYRE_TCP_CONGESTION")) c.tcpCongestion = v;
   c.tcpTimeout =

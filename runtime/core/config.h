@@ -46,8 +46,11 @@ struct CommConfig {
   // error where that cannot be).
   std::string transport = "auto";
   std::string shmDir = "/dev/shm";  // GYRE_SHM_DIR: where shared-memory segments live
-  std::string ibHca;                // GYRE_IB_HCA: rdma device ("mlx5_0" or "mlx5_0:1"); "" = first
-  int ibGidIndex = -1;              // GYRE_IB_GID_INDEX; -1 = the first RoCE v2 IPv4 GID
+  // GYRE_SHM_SINGLE_COPY_BYTES: the smallest shm slot payload a receiver reads straight from
+  // the sender's buffer (where the kernel lets it); 0: never.
+  size_t shmSingleCopyBytes = 32 * 1024;
+  std::string ibHca;    // GYRE_IB_HCA: rdma device ("mlx5_0" or "mlx5_0:1"); "" = first
+  int ibGidIndex = -1;  // GYRE_IB_GID_INDEX; -1 = the first RoCE v2 IPv4 GID
   // Stream-ordered collectives on device memory between GPUs of one host (docs/cuda.md):
   bool cudaIpc = true;               // GYRE_CUDA_IPC=0: always staged through host memory
   int cudaChannels = 8;              // GYRE_CUDA_CHANNELS: thread blocks of a ring kernel
@@ -56,7 +59,7 @@ struct CommConfig {
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
 // GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT,
-// GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
+// GYRE_SHM_DIR, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

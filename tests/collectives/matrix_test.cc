@@ -9,6 +9,7 @@
 
 #include "tests/harness/rdma.h"
 #include "tests/harness/reference.h"
+#include "tests/harness/single_copy.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
@@ -301,11 +302,14 @@ std::vector<Case> casesFor(int n, const std::string& algorithm) {
   return cases;
 }
 
-// Ranks as threads share a host, so `auto` means shared memory.
-void runMatrix(int n, const std::string& algorithm, int channels = 0,
-               const std::string& transport = "auto", uint32_t nSlots = 4) {
+// Ranks as threads share a host, so `auto` means shared memory. `singleCopyBytes`: shm slots
+// from this size are read from the sender's memory (0: none). Returns the slots that were.
+uint64_t runMatrix(int n, const std::string& algorithm, int channels = 0,
+                   const std::string& transport = "auto", uint32_t nSlots = 4,
+                   size_t singleCopyBytes = 0) {
   CommConfig config = test::tinySlots();
   config.nSlots = nSlots;
+  config.shmSingleCopyBytes = singleCopyBytes;
   config.algorithm = algorithm;
   config.channels = channels;
   config.transport = transport;
@@ -326,7 +330,12 @@ void runMatrix(int n, const std::string& algorithm, int channels = 0,
   });
   MESSAGE(n << " ranks, " << algorithm << ", channels " << channels << ", " << transport << ": "
             << cases.size() << " calls checked");
-  for (int r = 0; r < n; ++r) CHECK_MESSAGE(failures[r].empty(), failures[r]);
+  uint64_t direct = 0;
+  for (int r = 0; r < n; ++r) {
+    CHECK_MESSAGE(failures[r].empty(), failures[r]);
+    direct += job.comm(r).directSends();
+  }
+  return direct;
 }
 
 const int kSizes[] = {1, 2, 3, 4, 5, 7, 8};
@@ -355,6 +364,23 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 // larger calls, and the collectives it lacks, interleave through the links.
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
+}
+// Slots of 64 bytes and more leave from the sender's buffer wherever it stays unwritten (the
+// collectives that do not reduce); the others are copied, in the same calls.
+TEST_CASE("matrix: single copy over shared memory") {
+  uint64_t direct = 0;
+  for (int n : {2, 3, 4}) {
+    for (const char* algorithm : {"ring", "tree", "rd"}) {
+      direct += runMatrix(n, algorithm, 0, "auto", 4, 64);
+    }
+  }
+  runMatrix(3, "ring", 2, "auto", 4, 64);
+  if (test::singleCopyMissing().empty()) {
+    CHECK(direct > 0);
+  } else {
+    MESSAGE("this process may not read memory through the kernel (" << test::singleCopyMissing()
+                                                                    << "): every slot copied");
+  }
 }
 TEST_CASE("matrix: the tuner's own choices") {
   for (int n : {3, 4}) runMatrix(n, "");

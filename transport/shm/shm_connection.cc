@@ -1,9 +1,16 @@
 #include "transport/shm/shm_connection.h"
 
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <new>
+#include <random>
+
+#include "base/log.h"
 
 namespace gyre {
 
@@ -11,7 +18,12 @@ namespace {
 constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
 }
-// How long a waiter may be stuck before it looks at the socket again.
+enum : uint32_t { kUntried = 0, kReads = 1, kCannotRead = 2 };
+enum : uint32_t { kNone = 0, kLive = 1, kWithdrawn = 2 };
+static_assert(2 * sizeof(ShmSide) <= ShmLayout::kHeaderBytes, "header");
+static_assert(sizeof(RemotePayload) == 32, "one per slot");
+// How long a sender waiting for its peer to finish reading polls before it sleeps.
+constexpr auto kReleasePoll = std::chrono::microseconds(100);
 }  // namespace
 
 ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
@@ -24,6 +36,8 @@ ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
     at += align64(nSlots * sizeof(SlotMeta));
     l.data[d] = at;
     at += align64(nSlots * slotBytes);
+    l.remote[d] = at;
+    at += align64(nSlots * sizeof(RemotePayload));
   }
   l.total = at;
   return l;
@@ -37,7 +51,8 @@ ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer,
       socket_(fd,
               "rank " + std::to_string(selfRank) + ": rank " + std::to_string(peer) +
                   " failed over shm: ",
-              peer, [this] { wakeSleepers(); }) {
+              peer, [this] { wakeSleepers(); }),
+      singleCopyBytes_(config.singleCopyBytes) {
   const ShmLayout layout = ShmLayout::of(config.nSlots, config.slotBytes);
   auto* base = static_cast<std::byte*>(segment_.data());
   auto linkAt = [&](int d) {
@@ -54,11 +69,23 @@ ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer,
   const int out = selfRank < peer ? 0 : 1;
   send_ = linkAt(out);
   recv_ = linkAt(1 - out);
+  sentRemote_ = std::launder(reinterpret_cast<RemotePayload*>(base + layout.remote[out]));
+  recvRemote_ = std::launder(reinterpret_cast<RemotePayload*>(base + layout.remote[1 - out]));
+  auto* sides = std::launder(reinterpret_cast<ShmSide*>(base));
+  self_ = &sides[out];
+  other_ = &sides[1 - out];
+  if (singleCopyBytes_ == 0) return;  // the peer never finds this side published
+  nonce_ = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  self_->nonceAddress = reinterpret_cast<uintptr_t>(&nonce_);
+  self_->nonce = nonce_;
+  self_->pid.store(int32_t(getpid()), std::memory_order_release);
+  readsPeer();
 }
 
 ShmConnection::~ShmConnection() = default;
 
 void ShmConnection::awaitRecv(Clock::time_point until) {
+  if (singleCopyBytes_ && self_->readsPeer.load(std::memory_order_relaxed) == kUntried) readsPeer();
   WaitWord& tail = recv_.counters->tail;
   const uint32_t head = recv_.counters->head.value.load(std::memory_order_relaxed);
   if (tail.value.load(std::memory_order_acquire) == head) sleepWhileEqual(tail, head, until);
@@ -88,6 +115,131 @@ void ShmConnection::closeWithCause(const Status& cause) {
   socket_.fail({Code::aborted, "rank " + std::to_string(selfRank_) +
                                    ": the shared-memory connection to " + "rank " +
                                    std::to_string(peer()) + " was closed"});
+}
+
+// Single copy (see the header).
+
+bool ShmConnection::readsPeer() {
+  const uint32_t known = self_->readsPeer.load(std::memory_order_relaxed);
+  if (known != kUntried) return known == kReads;
+  const int32_t pid = other_->pid.load(std::memory_order_acquire);
+  if (pid == 0) return false;  // not published (yet, or single copy is off there)
+  peerPid_ = pid;
+  uint64_t value = 0;
+  const std::string error =
+      readFromPeer(reinterpret_cast<std::byte*>(&value), other_->nonceAddress, sizeof value);
+  const bool reads = error.empty() && value == other_->nonce;
+  if (!reads) {
+    GYRE_LOG(info, "rank " + std::to_string(selfRank_) + ": cannot read the memory of rank " +
+                       std::to_string(peer()) + " (" + (error.empty() ? "wrong value" : error) +
+                       "); its shm slots are copied twice");
+  }
+  self_->readsPeer.store(reads ? kReads : kCannotRead, std::memory_order_release);
+  return reads;
+}
+
+std::string ShmConnection::readFromPeer(std::byte* into, uint64_t address, uint32_t bytes) const {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{into + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::string("process_vm_readv: ") + std::strerror(errno);
+    if (n == 0) return "process_vm_readv read nothing";
+    done += size_t(n);
+  }
+  return {};
+}
+
+Taken ShmConnection::offerSource(const SendSource& source) {
+  if (!source.stable || !source.cpuReadable || !source.receiverInCall || singleCopyBytes_ == 0 ||
+      source.bytes < singleCopyBytes_ ||
+      other_->readsPeer.load(std::memory_order_acquire) != kReads) {
+    return Taken::no;
+  }
+  // The slot the producer publishes next; waitSend() found it free, so the receiver cleared
+  // its descriptor before it released it.
+  const uint32_t tail = send_.counters->tail.value.load(std::memory_order_relaxed);
+  RemotePayload& remote = sentRemote_[tail % send_.nSlots];
+  remote.address = reinterpret_cast<uintptr_t>(source.data);
+  remote.bytes = source.bytes;
+  remote.index = tail;
+  remote.state.store(kLive, std::memory_order_relaxed);  // published with the tail
+  sourcesOut_ = true;
+  releasedAt_ = tail + 1;
+  sentFromUser_.fetch_add(1, std::memory_order_relaxed);
+  return Taken::untilReleased;
+}
+
+Status ShmConnection::releaseSources(Clock::time_point deadline) {
+  if (!sourcesOut_) return {};
+  WaitWord& head = send_.counters->head;
+  const auto pollEnd = Clock::now() + kReleasePoll;
+  while (true) {
+    const uint32_t observed = head.value.load(std::memory_order_acquire);
+    if (int32_t(observed - releasedAt_) >= 0) {
+      sourcesOut_ = false;
+      return {};
+    }
+    const auto now = Clock::now();
+    if (now < pollEnd) {
+      sched_yield();  // the reader may share this core
+      continue;
+    }
+    Status broken = failure();
+    if (broken.ok() && now >= deadline) {
+      broken = {Code::timeout, "rank " + std::to_string(peer()) +
+                                   " did not read the data sent to it over shm in time"};
+    }
+    if (!broken.ok()) {
+      abandonSources(deadline);
+      return broken;
+    }
+    sleepWhileEqual(head, observed, std::min(deadline, now + std::chrono::milliseconds(20)));
+  }
+}
+
+// Withdraws every payload the peer has not read: it then fails instead of reading memory the
+// caller may already be writing again. A read in flight is checked when it ends (recvPayload).
+void ShmConnection::abandonSources(Clock::time_point) {
+  if (!sourcesOut_) return;
+  for (uint32_t i = 0; i < send_.nSlots; ++i) {
+    uint32_t live = kLive;
+    sentRemote_[i].state.compare_exchange_strong(live, kWithdrawn);
+  }
+  sourcesOut_ = false;
+}
+
+void ShmConnection::offerTarget(const RecvTarget&) {
+  if (singleCopyBytes_ && self_->readsPeer.load(std::memory_order_relaxed) == kUntried) readsPeer();
+}
+
+const std::byte* ShmConnection::recvPayload(uint32_t index, std::byte* target) {
+  RemotePayload& remote = recvRemote_[index % recv_.nSlots];
+  uint32_t state = remote.state.load(std::memory_order_acquire);
+  if (state == kNone) return recv_.slot(index);
+  const uint32_t bytes = recv_.meta(index).bytes;
+  std::byte* into = target ? target : recv_.slot(index);
+  std::string error;
+  if (state != kLive) {
+    error = "it withdrew its data (its call failed)";
+  } else if (remote.index != index || remote.bytes != bytes ||
+             (!target && bytes > recv_.slotBytes)) {
+    error = "a malformed descriptor of its data";
+  } else {
+    error = readFromPeer(into, remote.address, bytes);
+    // Still live after the read: the sender's call had not given its buffer back while it ran.
+    if (error.empty() && !remote.state.compare_exchange_strong(state, kNone)) {
+      error = "it withdrew its data while it was read (its call failed)";
+    }
+  }
+  if (error.empty()) return into;
+  socket_.fail({Code::remote_error,
+                "rank " + std::to_string(selfRank_) + ": reading the data of rank " +
+                    std::to_string(peer()) + " over shm failed: " + error,
+                peer()});
+  return nullptr;
 }
 
 }  // namespace gyre

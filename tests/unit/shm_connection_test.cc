@@ -1,0 +1,194 @@
+// The shm connection's single copy: a stable payload offered from the sender's memory is read
+// by the receiver straight into its target, the sender's call waits until it has, and a
+// sender that gives up withdraws what was not read, so the receiver fails instead of reading
+// memory its owner has taken back. Both ends live in this process: the kernel lets a process
+// read itself, as it lets ranks of one user read each other.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tests/harness/single_copy.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/shm_connection.h"
+
+namespace gyre {
+namespace {
+
+constexpr uint32_t kSlotBytes = 64 * 1024;
+
+struct Pair {
+  std::shared_ptr<ShmConnection> sender, receiver;
+
+  // `senderBytes`/`receiverBytes`: each side's singleCopyBytes.
+  Pair(size_t senderBytes, size_t receiverBytes) {
+    LinkConfig config;
+    config.nSlots = 4;
+    config.slotBytes = kSlotBytes;
+    const size_t bytes = ShmLayout::of(config.nSlots, config.slotBytes).total;
+    ShmSegment created = ShmSegment::create("/dev/shm", bytes);
+    ShmSegment opened = ShmSegment::open(created.handle());
+    created.closeHandle();
+    int fds[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    config.singleCopyBytes = senderBytes;
+    sender = std::make_shared<ShmConnection>(std::move(created), fds[0], 0, 1, 0, config);
+    config.singleCopyBytes = receiverBytes;
+    receiver = std::make_shared<ShmConnection>(std::move(opened), fds[1], 1, 0, 0, config);
+    // The sender was set up first, so it learns only now whether it may read the receiver;
+    // the receiver found out as it was built.
+    sender->offerTarget({});
+  }
+  ~Pair() {
+    sender->close();
+    receiver->close();
+  }
+
+  // What HostPrims does around a send into a free slot: offer `src`, publish the slot.
+  Taken publish(const std::byte* src, uint32_t bytes, bool stable = true,
+                bool receiverInCall = true) {
+    Link& link = sender->sendLink();
+    const uint32_t tail = link.counters->tail.value.load();
+    REQUIRE(tail - link.counters->head.value.load() < link.nSlots);
+    const Taken taken = sender->offerSource({src, bytes, stable, true, receiverInCall});
+    if (taken == Taken::no) std::memcpy(link.slot(tail), src, bytes);
+    link.meta(tail).bytes = bytes;
+    link.counters->tail.value.store(tail + 1);
+    return taken;
+  }
+  // The receiver's side: the payload of its next slot into `target` (null: the slot).
+  const std::byte* receive(std::byte* target) {
+    Link& link = receiver->recvLink();
+    const uint32_t head = link.counters->head.value.load();
+    REQUIRE(link.counters->tail.value.load() != head);
+    return receiver->recvPayload(head, target);
+  }
+  void release() {
+    Link& link = receiver->recvLink();
+    link.counters->head.value.store(link.counters->head.value.load() + 1);
+    notifyAll(link.counters->head);
+  }
+};
+
+std::vector<std::byte> pattern(size_t bytes, int seed) {
+  std::vector<std::byte> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = std::byte((i * 131 + size_t(seed)) & 0xff);
+  return v;
+}
+
+Clock::time_point soon() {
+  return Clock::now() + std::chrono::seconds(5);
+}
+
+}  // namespace
+
+TEST_CASE("shm single copy: the receiver reads the sender's buffer into its own") {
+  if (const std::string missing = test::singleCopyMissing(); !missing.empty()) {
+    MESSAGE("skipped: " << missing);
+    return;
+  }
+  Pair pair(4096, 4096);
+  const auto source = pattern(kSlotBytes, 1);
+  std::vector<std::byte> target(kSlotBytes, std::byte{0xee});
+  CHECK(pair.publish(source.data(), kSlotBytes) == Taken::untilReleased);
+  CHECK(pair.sender->directCounts().sentFromUser == 1);
+  CHECK(pair.receive(target.data()) == target.data());
+  CHECK(target == source);
+  pair.release();
+  CHECK(pair.sender->releaseSources(soon()).ok());
+
+  // Without a target the payload lands in the slot, exact.
+  const auto second = pattern(kSlotBytes, 2);
+  CHECK(pair.publish(second.data(), kSlotBytes) == Taken::untilReleased);
+  const std::byte* slot = pair.receive(nullptr);
+  REQUIRE(slot != nullptr);
+  CHECK(std::memcmp(slot, second.data(), kSlotBytes) == 0);
+  pair.release();
+  CHECK(pair.sender->releaseSources(soon()).ok());
+
+  // Copied as usual: a payload that may change before the call returns, one under the
+  // threshold, and a lone send's (its receiver may come later, so it must not wait for it).
+  // The receiver then finds it in the slot.
+  struct Copied {
+    uint32_t bytes;
+    bool stable, receiverInCall;
+  };
+  for (const Copied& c : {Copied{kSlotBytes, false, true}, Copied{4095u, true, true},
+                          Copied{kSlotBytes, true, false}}) {
+    const auto data = pattern(c.bytes, 3);
+    CHECK(pair.publish(data.data(), c.bytes, c.stable, c.receiverInCall) == Taken::no);
+    const uint32_t bytes = c.bytes;
+    const std::byte* payload = pair.receive(target.data());
+    CHECK(payload ==
+          pair.receiver->recvLink().slot(pair.receiver->recvLink().counters->head.value.load()));
+    CHECK(std::memcmp(payload, data.data(), bytes) == 0);
+    pair.release();
+  }
+  CHECK(pair.sender->directCounts().sentFromUser == 2);
+}
+
+TEST_CASE("shm single copy: off where either side says 0") {
+  if (const std::string missing = test::singleCopyMissing(); !missing.empty()) {
+    MESSAGE("skipped: " << missing);
+    return;
+  }
+  const auto source = pattern(kSlotBytes, 4);
+  for (const auto& [senderBytes, receiverBytes] :
+       {std::pair{size_t(0), size_t(4096)}, std::pair{size_t(4096), size_t(0)}}) {
+    Pair pair(senderBytes, receiverBytes);
+    CHECK(pair.publish(source.data(), kSlotBytes) == Taken::no);
+    CHECK(std::memcmp(pair.receive(nullptr), source.data(), kSlotBytes) == 0);
+    pair.release();
+  }
+}
+
+TEST_CASE("shm single copy: a sender that gives up withdraws what was not read") {
+  if (const std::string missing = test::singleCopyMissing(); !missing.empty()) {
+    MESSAGE("skipped: " << missing);
+    return;
+  }
+  // Its call failed: the payload is withdrawn at once, and the receiver fails naming it
+  // instead of reading a buffer its owner may be writing again.
+  {
+    Pair pair(4096, 4096);
+    const auto source = pattern(kSlotBytes, 5);
+    std::vector<std::byte> target(kSlotBytes, std::byte{0xee});
+    CHECK(pair.publish(source.data(), kSlotBytes) == Taken::untilReleased);
+    const auto before = Clock::now();
+    pair.sender->abandonSources(soon());
+    CHECK(Clock::now() - before < std::chrono::seconds(1));
+    CHECK(pair.receive(target.data()) == nullptr);
+    const Status s = pair.receiver->failure();
+    CHECK(s.code == Code::remote_error);
+    CHECK(s.lostRank == 0);
+    CHECK(s.message.find("reading the data of rank 0 over shm failed: it withdrew its data") !=
+          std::string::npos);
+    CHECK(target == std::vector<std::byte>(kSlotBytes, std::byte{0xee}));  // untouched
+  }
+  // A receiver that never reads: the sender's wait ends at its deadline, naming it, and
+  // withdraws the payload.
+  {
+    Pair pair(4096, 4096);
+    const auto source = pattern(kSlotBytes, 6);
+    CHECK(pair.publish(source.data(), kSlotBytes) == Taken::untilReleased);
+    const Status s = pair.sender->releaseSources(Clock::now() + std::chrono::milliseconds(50));
+    CHECK(s.code == Code::timeout);
+    CHECK(s.message.find("rank 1 did not read the data sent to it over shm in time") !=
+          std::string::npos);
+    CHECK(pair.receive(nullptr) == nullptr);
+  }
+  // A receiver that went away: the sender's wait ends with the connection's failure.
+  {
+    Pair pair(4096, 4096);
+    const auto source = pattern(kSlotBytes, 7);
+    CHECK(pair.publish(source.data(), kSlotBytes) == Taken::untilReleased);
+    pair.receiver->close();
+    const Status s = pair.sender->releaseSources(soon());
+    CHECK_FALSE(s.ok());
+    CHECK(s.code != Code::timeout);
+  }
+}
+
+}  // namespace gyre
