@@ -4,16 +4,18 @@
 # hostname and its own share of the CPUs; gyre through gyre-rendezvous and one gyre-run per
 # host, Open MPI through mpirun whose rsh agent enters the namespaces, Gloo through a file
 # store. Prints per collective, host count K, ranks per host L and size the median time
-# (min-max over the repeats) and busbw of each library, and gyre's speed-up.
+# (min-max over the repeats) and busbw of each library, and gyre's speed-up; with -a, also
+# gyre with each named algorithm forced (GYRE_ALGO), in the same rounds.
 #
 # usage: tools/bench/cluster_compare.sh [-K HOSTS] [-L PER_HOST] [-s SIZES] [-p OPS]
-#                                       [-k REPEATS] [-r RATE] [-o DIR]
+#                                       [-k REPEATS] [-r RATE] [-a ALGOS] [-o DIR]
 #   -K HOSTS     host counts                                   (default 2,4)
 #   -L PER_HOST  ranks per host                                (default 1,2)
 #   -s SIZES     message sizes                                 (default 8,64K,1M,16M,64M)
 #   -p OPS       allreduce,allgather,broadcast                 (default all three)
 #   -k REPEATS   runs of each measurement, median kept          (default 3)
 #   -r RATE      every host's outgoing link (tc tbf), or none   (default 1gbit)
+#   -a ALGOS     gyre's variants: auto (the tuner) and/or ring, tree, rd, hier (default auto)
 #   -o DIR       logs and rows.txt                              (default a fresh temporary folder)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers: mpi_bench.c and
 # gloo_bench.cc, built here). Needs root; Open MPI and Gloo from Debian (apt-get installs them).
@@ -22,12 +24,12 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
 hosts_list=2,4 local_list=1,2 sizes=8,64K,1M,16M,64M ops=allreduce,allgather,broadcast
-repeats=3 rate=1gbit out=""
-while getopts "K:L:s:p:k:r:o:h" opt; do
+repeats=3 rate=1gbit algos=auto out=""
+while getopts "K:L:s:p:k:r:a:o:h" opt; do
   case $opt in
     K) hosts_list=$OPTARG ;; L) local_list=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;;
-    k) repeats=$OPTARG ;; r) rate=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    k) repeats=$OPTARG ;; r) rate=$OPTARG ;; a) algos=$OPTARG ;; o) out=$OPTARG ;;
+    *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-cluster-compare.XXXXXX)}
@@ -80,8 +82,9 @@ iters() {  # fewer iterations where one takes long
 rows() { awk -v lib="$1" -v k="$2" -v l="$3" -v op="$4" \
   '{ sub(/^\[[0-9]+\] */, "") } $1 ~ /^[0-9]+$/ && NF >= 9 { print lib, k, l, op, $1, $6, $8, $9 }'; }
 
-run_gyre() {  # K L OP SIZE
-  local k=$1 l=$2 op=$3 b=$4 addr pids=() rdv job=b$RANDOM
+run_gyre() {  # K L OP SIZE ALGO (auto: the tuner's choice)
+  local k=$1 l=$2 op=$3 b=$4 algo=$5 addr pids=() rdv job=b$RANDOM lib=gyre forced=""
+  [ "$algo" != auto ] && lib=gyre-$algo forced=$algo
   addr=$(cluster addr 0)
   "$here/tests/cluster/cluster.sh" "$name" exec 0 "$build/tools/gyre-rendezvous" --host "$addr" --port 29611 \
     >"$out/rdv.log" 2>&1 &
@@ -90,7 +93,7 @@ run_gyre() {  # K L OP SIZE
   local flags=""
   [ "$op" = broadcast ] && flags=--inplace  # MPI_Bcast has one buffer
   for ((i = 0; i < k; i++)); do
-    cluster exec $i "$build/tools/gyre-run" -n "$l" --nnodes "$k" --node-rank $i \
+    GYRE_ALGO=$forced cluster exec $i "$build/tools/gyre-run" -n "$l" --nnodes "$k" --node-rank $i \
       --rendezvous "$addr:29611" --job "$job" -- "$build/tools/gyre-bench" "$(gyre_op "$op")" \
       -b "$b" -e "$b" -n "$(iters "$b")" -w 2 $flags >"$out/gyre.$i.log" 2>&1 &
     pids+=($!)
@@ -98,7 +101,7 @@ run_gyre() {  # K L OP SIZE
   for p in "${pids[@]}"; do wait "$p"; done
   kill "$rdv" 2>/dev/null
   wait "$rdv" 2>/dev/null
-  grep '^\[0\]' "$out/gyre.0.log" | rows gyre "$k" "$l" "$op"
+  grep '^\[0\]' "$out/gyre.0.log" | rows "$lib" "$k" "$l" "$op"
 }
 
 run_mpi() {  # K L OP SIZES
@@ -138,7 +141,9 @@ for k in ${hosts_list//,/ }; do
         # The gloo store prefix and gyre job differ per run; the same sizes list for the peers.
         run_mpi "$k" "$l" "$op" "$sizes" >>"$out/rows.txt"
         run_gloo "$k" "$l" "$op" "$sizes" >>"$out/rows.txt"
-        for s in ${sizes//,/ }; do run_gyre "$k" "$l" "$op" "$(bytes "$s")" >>"$out/rows.txt"; done
+        for s in ${sizes//,/ }; do
+          for a in ${algos//,/ }; do run_gyre "$k" "$l" "$op" "$(bytes "$s")" "$a" >>"$out/rows.txt"; done
+        done
       done
     done
   done
@@ -157,11 +162,13 @@ for line in open(sys.argv[1]):
 def fmt(us):
     return f"{us:.1f} µs" if us < 1000 else f"{us / 1000:.2f} ms"
 keys = sorted({k[:4] for k in rows})
-print("| op | K×L | size | gyre time (min-max) | gyre busbw | Open MPI | Gloo | gyre vs MPI | gyre vs Gloo |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+forced = sorted({k[4] for k in rows if k[4].startswith("gyre-")})
+print("| op | K×L | size | gyre time (min-max) | gyre busbw | Open MPI | Gloo | gyre vs MPI | gyre vs Gloo |"
+      + "".join(f" {f} (min-max) |" for f in forced))
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + " --- |" * len(forced))
 for op, k, l, size in keys:
     cell, med = {}, {}
-    for lib in ("gyre", "mpi", "gloo"):
+    for lib in ["gyre", "mpi", "gloo"] + forced:
         v = rows.get((op, k, l, size, lib))
         if not v:
             cell[lib] = "-"
@@ -173,6 +180,7 @@ for op, k, l, size in keys:
     ratio = lambda p: f"{med[p] / med['gyre']:.2f}×" if p in med and "gyre" in med else "-"
     g = rows.get((op, k, l, size, "gyre"))
     gbw = f"{statistics.median(b for _, b in g):.3f} GB/s" if g else "-"
-    print(f"| {op} | {k}×{l} | {size} | {cell['gyre'].split(', ')[0]} | {gbw} | {cell['mpi']} | {cell['gloo']} | {ratio('mpi')} | {ratio('gloo')} |")
+    print(f"| {op} | {k}×{l} | {size} | {cell['gyre'].split(', ')[0]} | {gbw} | {cell['mpi']} | {cell['gloo']} | {ratio('mpi')} | {ratio('gloo')} |"
+          + "".join(f" {cell[f]} |" for f in forced))
 print(f"\nwrong elements over every run: {wrong}")
 PY
