@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/status.h"
+#include "link/mailbox.h"
 
 namespace gyre {
 
@@ -111,8 +112,11 @@ int Tuner::channels(size_t bytes) const {
 }
 
 LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
-  return {ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
-          ranksHaveCores ? kShmWholeBufferStep : kShmSleepingWholeBufferStep, kShmExtraPassBytes};
+  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
+                ranksHaveCores ? kShmWholeBufferStep : kShmSleepingWholeBufferStep,
+                kShmExtraPassBytes};
+  cost.coresShared = !ranksHaveCores;
+  return cost;
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
@@ -128,6 +132,13 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     const size_t perRank = coll == Collective::all_gather ? bytes / size_t(n) : bytes;
     // Nothing to move: the slot algorithms return at once, as a call of count 0 should.
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
+    // A broadcast root whose payload needs a data block can run only kMailData calls ahead,
+    // then waits for readers, which where cores are shared run on its own core; the ring's
+    // root runs a link's slots ahead. 1.6 times the ring's time at n = 4 on 2 cores from
+    // 32 B to 64 KiB (docs/tuning.md); the payload inlined in the post still wins.
+    if (coll == Collective::broadcast && link_.coresShared && bytes > MailPost::kInlineBytes) {
+      return -1;
+    }
     double moved = 0;
     switch (coll) {
       case Collective::all_reduce:

@@ -30,6 +30,8 @@ struct LinkCost {
   // Every byte a rank sends leaves through one link of this bandwidth (a host's network
   // link), so a tree's root pays once per child; loopback and memory have no such bottleneck.
   bool oneEgress = false;
+  // More ranks than cores: a rank often waits for one that shares its core.
+  bool coresShared = false;
 };
 
 struct Choice {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "base/status.h"
+#include "link/mailbox.h"
 #include "runtime/core/tuner.h"
 
 using namespace gyre;
@@ -103,6 +104,22 @@ TEST_CASE("ranks sharing cores: the doubling's whole-buffer steps cost more") {
   CHECK(roomy.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::doubling);
   CHECK(sleeping.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::ring);
   CHECK(sleeping.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
+}
+
+TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post") {
+  Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
+  roomy.setOneShot(64 * 1024);
+  sleeping.setOneShot(64 * 1024);
+  // Beyond the inlined payload the root waits for readers on its own core every two calls.
+  CHECK(sleeping.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::oneshot);
+  CHECK(sleeping.choose(Collective::broadcast, MailPost::kInlineBytes, 4).algorithm ==
+        Algorithm::oneshot);
+  CHECK(sleeping.choose(Collective::broadcast, 32, 4).algorithm != Algorithm::oneshot);
+  CHECK(sleeping.choose(Collective::broadcast, 16 * 1024, 4).algorithm != Algorithm::oneshot);
+  // The other window collectives, and every one where ranks have cores, are unchanged.
+  CHECK(sleeping.choose(Collective::all_gather, 16 * 1024, 4).algorithm == Algorithm::oneshot);
+  CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm == Algorithm::oneshot);
 }
 
 TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per level") {
