@@ -180,6 +180,25 @@ kill9)
   [ "$ms" -lt 15000 ] || fail "took $ms ms from the kill to the end of the job"
   echo "kill9: job ended ${ms} ms after the kill (including gyre-run's grace period)"
   ;;
+kill9-single-copy)
+  # The same in loops of large all-gathers (n = 2) and broadcasts (n = 3, the root killed),
+  # where receivers read the senders' buffers straight over shared memory: the survivors fail
+  # naming the killed rank, whether they were reading its memory or waiting for it to read
+  # theirs.
+  kill_in_loop 2 1 --loop 2000 --loop-coll all_gather
+  [ "$rc" -eq 137 ] || fail "all_gather: gyre-run exited $rc, expected 137"
+  grep -qE "^\[0\] walkthrough: [a-z ]+: rank 1 is gone .*all_gather #[0-9]+ " "$out" ||
+    fail "all_gather: rank 0 did not name rank 1 first"
+  [ "$ms" -lt 15000 ] || fail "all_gather: took $ms ms from the kill to the end of the job"
+  kill_in_loop 3 0 --loop 2000 --loop-coll broadcast
+  [ "$rc" -eq 137 ] || fail "broadcast: gyre-run exited $rc, expected 137"
+  for r in 1 2; do
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 0 is gone .*broadcast #[0-9]+ " "$out" ||
+      fail "broadcast: rank $r did not name rank 0 first"
+  done
+  [ "$ms" -lt 15000 ] || fail "broadcast: took $ms ms from the kill to the end of the job"
+  echo "kill9-single-copy: both jobs ended within 15 s of the kill"
+  ;;
 oneshot)
   # Small calls go through the host window: the tuner says so (a reduce only where ranks have
   # cores of their own, so it is forced here), every element is checked; then a rank killed in

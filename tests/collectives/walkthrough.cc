@@ -4,12 +4,17 @@
 //                                  all-reduce and must fail naming rank R
 //   --loop N                       N large all-reduces, each checked (prints its pid first)
 //   --loop-count C                 C elements per all-reduce of the loop (default 1048576)
+//   --loop-coll all_reduce|broadcast|all_gather
+//                                  what the loop runs (broadcast from rank 0; all-gather of
+//                                  C / n elements per rank): the latter two read the sender's
+//                                  buffer straight over shared memory (single copy)
 //   --stop-rank R --stop-after K   in the loop, rank R computes for 0.5 s after K rounds, then
 //                                  stops itself (SIGSTOP)
 //   --mismatch KIND                rank 1 disagrees on count|dtype|op|root|kind
 //   --second-comm                  after the loop, try to create another communicator
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -54,10 +59,12 @@ void mismatch(gyre::Comm& comm, const std::string& kind) {
   std::exit(1);
 }
 
-// Large all-reduces, each checked.
-void loop(gyre::Comm& comm, int rounds, size_t count, int stopRank, int stopAfter) {
+// Large collectives, each checked.
+void loop(gyre::Comm& comm, const std::string& coll, int rounds, size_t count, int stopRank,
+          int stopAfter) {
   const int rank = comm.rank(), n = comm.size();
   std::vector<float> in(count), out(count);
+  const size_t block = count / size_t(n);
   for (int round = 0; round < rounds; ++round) {
     if (rank == stopRank && round == stopAfter) {
       // Stopped while "computing": its progress was published meanwhile (at most 200 ms old).
@@ -66,11 +73,24 @@ void loop(gyre::Comm& comm, int rounds, size_t count, int stopRank, int stopAfte
       raise(SIGSTOP);
     }
     for (size_t i = 0; i < in.size(); ++i) in[i] = float((rank + round + i) % 7);
-    comm.allReduce(in.data(), out.data(), in.size());
-    for (size_t i = 0; i<out.size(); i += count> 4099 ? 4099 : 1) {
-      float expect = 0;
-      for (int r = 0; r < n; ++r) expect += float((r + round + i) % 7);
-      expect_(out[i] == expect, rank);
+    const size_t stride = count > 4099 ? 4099 : 1;
+    if (coll == "broadcast") {
+      if (rank != 0) std::fill(in.begin(), in.end(), -1.0f);
+      comm.broadcast(in.data(), in.data(), count, 0);
+      for (size_t i = 0; i < count; i += stride) expect_(in[i] == float((round + i) % 7), rank);
+    } else if (coll == "all_gather") {
+      std::fill(out.begin(), out.end(), -1.0f);
+      comm.allGather(in.data(), out.data(), block);
+      for (size_t i = 0; i < block * size_t(n); i += stride) {
+        expect_(out[i] == float((i / block + round + i % block) % 7), rank);
+      }
+    } else {
+      comm.allReduce(in.data(), out.data(), in.size());
+      for (size_t i = 0; i < out.size(); i += stride) {
+        float expect = 0;
+        for (int r = 0; r < n; ++r) expect += float((r + round + i) % 7);
+        expect_(out[i] == expect, rank);
+      }
     }
   }
 }
@@ -79,7 +99,7 @@ int main(int argc, char** argv) {
   int failRank = -1, exitCode = 3, rounds = 0, stopRank = -1, stopAfter = 0;
   size_t loopCount = size_t(1) << 20;
   bool secondComm = false;
-  std::string mismatchKind;
+  std::string mismatchKind, loopColl = "all_reduce";
   for (int i = 1; i < argc; ++i) {
     const bool more = i + 1 < argc;
     if (!std::strcmp(argv[i], "--fail-rank") && more)
@@ -90,6 +110,8 @@ int main(int argc, char** argv) {
       rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--loop-count") && more)
       loopCount = size_t(std::atoll(argv[++i]));
+    else if (!std::strcmp(argv[i], "--loop-coll") && more)
+      loopColl = argv[++i];
     else if (!std::strcmp(argv[i], "--stop-rank") && more)
       stopRank = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--stop-after") && more)
@@ -105,7 +127,7 @@ int main(int argc, char** argv) {
     if (!mismatchKind.empty()) mismatch(comm, mismatchKind);
     if (rounds > 0) {
       std::fprintf(stderr, "rank %d pid %d looping\n", rank, int(getpid()));
-      loop(comm, rounds, loopCount, stopRank, stopAfter);
+      loop(comm, loopColl, rounds, loopCount, stopRank, stopAfter);
       if (failures) return 1;
       std::printf("loop: %d rounds correct\n", rounds);
       std::fflush(stdout);
