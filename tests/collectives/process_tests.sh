@@ -40,6 +40,18 @@ kill_in_loop() {
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
 }
 
+# After kill_in_loop: gyre-run reported the SIGKILL, every rank in SURVIVORS named VICTIM first
+# in a failed COLL, and the job ended within LIMIT_MS of the kill.
+expect_named() {
+  local victim=$1 coll=$2 survivors=$3 limit_ms=$4 label=$5
+  [ "$rc" -eq 137 ] || fail "$label: gyre-run exited $rc, expected 137 (rank $victim killed by SIGKILL)"
+  for r in $survivors; do
+    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank $victim is gone .*$coll #[0-9]+ " "$out" ||
+      fail "$label: rank $r did not name rank $victim first"
+  done
+  [ "$ms" -lt "$limit_ms" ] || fail "$label: took $ms ms from the kill to the end of the job"
+}
+
 case $case_name in
 walkthrough)
   # gyre-run with its embedded rendezvous; every rank checks its results.
@@ -186,17 +198,9 @@ kill9-single-copy)
   # naming the killed rank, whether they were reading its memory or waiting for it to read
   # theirs.
   kill_in_loop 2 1 --loop 2000 --loop-coll all_gather
-  [ "$rc" -eq 137 ] || fail "all_gather: gyre-run exited $rc, expected 137"
-  grep -qE "^\[0\] walkthrough: [a-z ]+: rank 1 is gone .*all_gather #[0-9]+ " "$out" ||
-    fail "all_gather: rank 0 did not name rank 1 first"
-  [ "$ms" -lt 15000 ] || fail "all_gather: took $ms ms from the kill to the end of the job"
+  expect_named 1 all_gather 0 15000 all_gather
   kill_in_loop 3 0 --loop 2000 --loop-coll broadcast
-  [ "$rc" -eq 137 ] || fail "broadcast: gyre-run exited $rc, expected 137"
-  for r in 1 2; do
-    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 0 is gone .*broadcast #[0-9]+ " "$out" ||
-      fail "broadcast: rank $r did not name rank 0 first"
-  done
-  [ "$ms" -lt 15000 ] || fail "broadcast: took $ms ms from the kill to the end of the job"
+  expect_named 0 broadcast "1 2" 15000 broadcast
   echo "kill9-single-copy: both jobs ended within 15 s of the kill"
   ;;
 oneshot)
@@ -214,12 +218,7 @@ oneshot)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
   kill_in_loop 3 1 --loop 100000000 --loop-count 2
-  [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 1 killed by SIGKILL)"
-  for r in 0 2; do
-    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #[0-9]+ " "$out" ||
-      fail "rank $r did not name rank 1 first"
-  done
-  [ "$ms" -lt 10000 ] || fail "took $ms ms from the kill to the end of the job"
+  expect_named 1 all_reduce "0 2" 10000 oneshot
   echo "oneshot: job ended ${ms} ms after the kill (including gyre-run's grace period)"
   ;;
 stop)
