@@ -9,10 +9,11 @@
 #   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI; /etc/hosts names every
 #                                host NAME-hJ; its own share of the CPUs)
 #   cluster.sh NAME addr I       host I's address
-#   cluster.sh NAME shape I rate RATE | loss PERCENT | delay USEC | clear
+#   cluster.sh NAME shape I rate RATE | loss PERCENT | delay USEC [REORDER%] | clear
 #                                host I's outgoing link: a token bucket (tbf) at RATE
 #                                (e.g. 10gbit), random loss of PERCENT of its tcp packets
-#                                (nftables), or netem delay (where the kernel has netem)
+#                                (nftables), or netem delay, REORDER% of packets overtaking
+#                                (where the kernel has netem: exit 77 otherwise)
 #   cluster.sh NAME link I down|up
 #                                cuts (or restores) host I's cable at the bridge
 #   cluster.sh NAME check        exit 0 if namespaces can be made here, else 77 and why
@@ -162,7 +163,12 @@ shape() {
       die "tc tbf failed"
     ;;
   delay)
-    ip netns exec "$n" tc qdisc replace dev eth0 root netem delay "${3:?usec}us" 2>/dev/null ||
+    # delay USEC [REORDER_PERCENT]: that share of packets leaves at once, overtaking the
+    # delayed ones.
+    local reorder=()
+    [ -n "${4:-}" ] && reorder=(reorder "$4%" 50%)
+    ip netns exec "$n" tc qdisc replace dev eth0 root netem delay "${3:?usec}us" "${reorder[@]}" \
+      2>/dev/null ||
       { echo "cluster.sh: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)" >&2; exit 77; }
     ;;
   loss)
