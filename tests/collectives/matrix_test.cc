@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "algorithms/host_prims.h"
 #include "tests/harness/rdma.h"
 #include "tests/harness/reference.h"
 #include "tests/harness/single_copy.h"
@@ -403,4 +404,32 @@ TEST_CASE("matrix: every algorithm over tcp") {
     for (const char* algorithm : {"ring", "tree", "rd"}) runMatrix(n, algorithm, 0, "tcp");
   }
   runMatrix(3, "ring", 2, "tcp");
+}
+
+// An all-to-all sends from its input to more peers than one call keeps track of at once
+// (HostPrims::kMaxPeers): the call makes room by waiting for the earliest readers, never for a
+// slot it has not published yet.
+TEST_CASE("single copy: an all-to-all read by more peers than are tracked at once") {
+  const int n = HostPrims::kMaxPeers + 2;
+  CommConfig config = test::tinySlots(std::chrono::seconds(20));
+  config.shmSingleCopyBytes = 64;
+  test::ThreadJob job(n, config, "a2a-many");
+  const size_t count = 64;  // floats per peer: one 256-byte slot each
+  std::vector<std::string> wrong(n);
+  job.run([&](Communicator& c, int r) {
+    std::vector<float> in(count * n), out(count * n, -1.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = float(r * 100000 + int(i));
+    c.allToAll(in.data(), out.data(), count, DataType::f32);
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < count; ++i) {
+        const float expect = float(p * 100000 + int(size_t(r) * count + i));
+        if (out[size_t(p) * count + i] != expect && wrong[r].empty()) {
+          wrong[r] = "rank " + std::to_string(r) + ": block of rank " + std::to_string(p) +
+                     " element " + std::to_string(i) + " wrong";
+        }
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[r].empty(), wrong[r]);
+  if (test::singleCopyMissing().empty()) CHECK(job.comm(0).directSends() > 0);
 }
