@@ -25,6 +25,8 @@ std::string signalName(int sig);
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How long a rank's failure by exit code waits for a rank killed by a signal (launcher loop).
+constexpr auto kCauseWindow = std::chrono::milliseconds(200);
 
 struct Child {
   int rank = 0;
@@ -191,6 +193,11 @@ int launch(const LaunchOptions& o) {
   }
 
   int firstFailure = -1;  // index into children
+  // A rank that exited with an error, waiting up to kCauseWindow for a rank killed by a signal
+  // to show: a survivor can see its peer gone (a failed read of its memory) before the killed
+  // process can be reaped.
+  int pendingFailure = -1;
+  Clock::time_point pendingUntil = Clock::time_point::max();
   int result = 0;
   Clock::time_point termAt = Clock::time_point::max(), killAt = Clock::time_point::max();
   int interrupts = 0;
@@ -204,6 +211,16 @@ int launch(const LaunchOptions& o) {
       if (!c.exited) kill(c.pid, sig);
   };
 
+  auto decide = [&](int index) {
+    pendingUntil = Clock::time_point::max();
+    firstFailure = index;
+    const Child& c = children[index];
+    if (interrupts == 0) result = exitCodeOf(c.status);
+    std::fprintf(stderr, "gyre-run: rank %d failed (%s); stopping the other ranks in %lld ms\n",
+                 c.rank, describeStatus(c.status).c_str(), (long long)o.grace.count());
+    termAt = Clock::now() + o.grace;
+  };
+
   while (running()) {
     std::vector<pollfd> fds{{sigfd, POLLIN, 0}};
     for (auto& c : children) {
@@ -213,7 +230,7 @@ int launch(const LaunchOptions& o) {
     const auto now = Clock::now();
     // Children are also reaped on a timer, should a SIGCHLD ever be missed.
     int timeoutMs = 200;
-    for (auto at : {termAt, killAt}) {
+    for (auto at : {termAt, killAt, pendingUntil}) {
       if (at != Clock::time_point::max()) {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count();
         timeoutMs = std::min<int>(timeoutMs, int(std::max<long>(0, ms)));
@@ -284,15 +301,20 @@ int launch(const LaunchOptions& o) {
         failedNow = index;
       }
     }
-    if (failedNow >= 0 && firstFailure < 0) {
-      firstFailure = failedNow;
-      const Child& c = children[failedNow];
-      if (interrupts == 0) result = exitCodeOf(c.status);
-      std::fprintf(stderr, "gyre-run: rank %d failed (%s); stopping the other ranks in %lld ms\n",
-                   c.rank, describeStatus(c.status).c_str(), (long long)o.grace.count());
-      termAt = Clock::now() + o.grace;
+    if (failedNow >= 0 && firstFailure < 0 && !WIFSIGNALED(children[failedNow].status) &&
+        Clock::now() < pendingUntil) {
+      if (pendingFailure < 0) {
+        pendingFailure = failedNow;
+        pendingUntil = Clock::now() + kCauseWindow;
+      }
+      failedNow = -1;
     }
+    if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil) {
+      failedNow = pendingFailure;
+    }
+    if (failedNow >= 0 && firstFailure < 0) decide(failedNow);
   }
+  if (firstFailure < 0 && pendingFailure >= 0) decide(pendingFailure);  // every rank ended
   close(sigfd);
   if (firstFailure >= 0) {
     // A rank that leaves while the others still need it fails them without failing: it
