@@ -7,17 +7,7 @@ bin=$(cd "$1" && pwd)
 case_name=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$src/tests/collectives/find_rdma_vm.sh"
-if [ -z "$kit" ]; then
-  echo "SKIP: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh); this case needs its guest"
-  exit 77
-fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-if ! "$kit" setup >"$log" 2>&1; then
-  echo "SKIP: the rdma-vm kit cannot prepare its guest (qemu, kernel or packages missing):"
-  tail -5 "$log"
-  exit 77
-fi
+require_rdma_vm "this case needs its guest"
 build=$(cd "$bin/.." && pwd)
 # The guest's Soft-RoCE device would carry the traffic between the namespace hosts outside
 # their links (rxe0 is not namespaced); the guest removes it first.

@@ -7,3 +7,21 @@ for candidate in "${GYRE_RDMA_VM:-}" "$src/../shared/rdma-vm/rdma-vm.sh" /work/s
     break
   fi
 done
+
+# require_rdma_vm WHAT: for tests that need the guest; exits 77 (skipped), saying why, where
+# there is no kit or it cannot prepare its guest.
+require_rdma_vm() {
+  if [ -z "$kit" ]; then
+    echo "SKIP: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh): $1"
+    exit 77
+  fi
+  local log
+  log=$(mktemp)
+  if ! "$kit" setup >"$log" 2>&1; then
+    echo "SKIP: the rdma-vm kit cannot prepare its guest (qemu, kernel or packages missing):"
+    tail -5 "$log"
+    rm -f "$log"
+    exit 77
+  fi
+  rm -f "$log"
+}

@@ -7,17 +7,7 @@ set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$src/tests/collectives/find_rdma_vm.sh"
-if [ -z "$kit" ]; then
-  echo "SKIP: no rdma-vm kit (set GYRE_RDMA_VM to its rdma-vm.sh); the rdma tests need its guest"
-  exit 77
-fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-if ! "$kit" setup >"$log" 2>&1; then
-  echo "SKIP: the rdma-vm kit cannot prepare its guest (qemu, kernel or packages missing):"
-  tail -5 "$log"
-  exit 77
-fi
+require_rdma_vm "the rdma tests need its guest"
 # The guest starts with a clean environment: pass on what the sanitizer builds need.
 env_args=()
 for name in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
