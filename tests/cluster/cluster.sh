@@ -9,11 +9,14 @@
 #   cluster.sh NAME exec I CMD…  runs CMD on host I (hostname NAME-hI; /etc/hosts names every
 #                                host NAME-hJ; its own share of the CPUs)
 #   cluster.sh NAME addr I       host I's address
-#   cluster.sh NAME shape I rate RATE | loss PERCENT | delay USEC [REORDER%] | clear
+#   cluster.sh NAME shape I rate RATE | loss PERCENT | clear
+#                         | delay USEC [reorder PERCENT] [rate RATE]
 #                                host I's outgoing link: a token bucket (tbf) at RATE
 #                                (e.g. 10gbit), random loss of PERCENT of its tcp packets
-#                                (nftables), or netem delay, REORDER% of packets overtaking
-#                                (where the kernel has netem: exit 77 otherwise)
+#                                (nftables), or netem: USEC one way, PERCENT of the packets
+#                                overtaking the delayed ones, at most RATE (a datacenter
+#                                profile: delay 25 rate 10gbit); exit 77 where the kernel has
+#                                no netem
 #   cluster.sh NAME link I down|up
 #                                cuts (or restores) host I's cable at the bridge
 #   cluster.sh NAME check        exit 0 if namespaces can be made here, else 77 and why
@@ -163,12 +166,21 @@ shape() {
       die "tc tbf failed"
     ;;
   delay)
-    # delay USEC [REORDER_PERCENT]: that share of packets leaves at once, overtaking the
-    # delayed ones.
-    local reorder=()
-    [ -n "${4:-}" ] && reorder=(reorder "$4%" 50%)
-    ip netns exec "$n" tc qdisc replace dev eth0 root netem delay "${3:?usec}us" "${reorder[@]}" \
-      2>/dev/null ||
+    # delay USEC [reorder PERCENT] [rate RATE]: netem holds every packet USEC (but the
+    # overtaking share) and serialises them at RATE, so latency and line rate shape one link.
+    local usec=${3:?usec} extra=()
+    shift 3
+    while [ $# -gt 0 ]; do
+      case $1 in
+      reorder) extra+=(reorder "${2:?reorder needs a percentage}%" 50%) ;;
+      rate) extra+=(rate "${2:?rate needs a rate}") ;;
+      *) die "shape delay: unknown '$1' (reorder PERCENT, rate RATE)" ;;
+      esac
+      shift 2
+    done
+    # limit: packets netem may hold, above a 10 Gbit/s link's bytes in flight over 1 ms.
+    ip netns exec "$n" tc qdisc replace dev eth0 root netem limit 20000 delay "${usec}us" \
+      "${extra[@]}" 2>/dev/null ||
       { echo "cluster.sh: this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)" >&2; exit 77; }
     ;;
   loss)

@@ -210,10 +210,10 @@ netem)
   # guest's Debian kernel, cluster.netem-vm). First 200 µs one way with a quarter of the
   # packets overtaking the others, and 1 % lost: results stay exact. Then 4 hosts 1 ms apart:
   # small calls, to set beside the hop count the tuner's algorithm needs (printed, not
-  # asserted: the guest is emulated).
+  # asserted: the guest is emulated), on netem links of 1 Gbit/s, the datacenter profile's form.
   cluster up 2 || fail "cluster up 2"
   for h in 0 1; do
-    cluster shape $h delay 200 25 || exit $?
+    cluster shape $h delay 200 reorder 25 || exit $?
     cluster shape $h loss 1 || exit $?
   done
   start_rendezvous
@@ -226,8 +226,13 @@ netem)
   start_rendezvous
   for delay in 0 1000; do
     for h in 0 1 2 3; do
-      if [ $delay = 0 ]; then cluster shape $h clear; else cluster shape $h delay $delay || exit $?; fi
+      if [ $delay = 0 ]; then cluster shape $h clear; else cluster shape $h delay $delay rate 1gbit || exit $?; fi
     done
+    if [ $delay != 0 ]; then
+      qdisc=$(cluster exec 0 tc qdisc show dev eth0)
+      echo "netem: host 0: $qdisc"
+      grep -q "netem.*delay.*rate 1Gbit" <<<"$qdisc" || fail "host 0's link is not delayed and rate-limited"
+    fi
     for coll in all_reduce broadcast all_gather; do
       GYRE_DEBUG=INFO GYRE_TIMEOUT=120 launch 4 1 "netem-$coll-$delay" timeout 300 "$bench" $coll \
         -b 8 -e 8 -n 20 -w 2

@@ -8,13 +8,15 @@
 # gyre with each named algorithm forced (GYRE_ALGO), in the same rounds.
 #
 # usage: tools/bench/cluster_compare.sh [-K HOSTS] [-L PER_HOST] [-s SIZES] [-p OPS]
-#                                       [-k REPEATS] [-r RATE] [-a ALGOS] [-o DIR]
+#                                       [-k REPEATS] [-r RATE] [-d USEC] [-a ALGOS] [-o DIR]
 #   -K HOSTS     host counts                                   (default 2,4)
 #   -L PER_HOST  ranks per host                                (default 1,2)
 #   -s SIZES     message sizes                                 (default 8,64K,1M,16M,64M)
 #   -p OPS       allreduce,allgather,broadcast                 (default all three)
 #   -k REPEATS   runs of each measurement, median kept          (default 3)
 #   -r RATE      every host's outgoing link (tc tbf), or none   (default 1gbit)
+#   -d USEC      and a one-way delay (netem, with RATE): the datacenter profiles are
+#                -r 10gbit -d 25 and -r 1gbit -d 100           (default none)
 #   -a ALGOS     gyre's variants: auto (the tuner) and/or ring, tree, rd, hier (default auto)
 #   -o DIR       logs and rows.txt                              (default a fresh temporary folder)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers: mpi_bench.c and
@@ -24,12 +26,13 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
 hosts_list=2,4 local_list=1,2 sizes=8,64K,1M,16M,64M ops=allreduce,allgather,broadcast
-repeats=3 rate=1gbit algos=auto out=""
-while getopts "K:L:s:p:k:r:a:o:h" opt; do
+repeats=3 rate=1gbit delay="" algos=auto out=""
+while getopts "K:L:s:p:k:r:d:a:o:h" opt; do
   case $opt in
     K) hosts_list=$OPTARG ;; L) local_list=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;;
-    k) repeats=$OPTARG ;; r) rate=$OPTARG ;; a) algos=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    k) repeats=$OPTARG ;; r) rate=$OPTARG ;; d) delay=$OPTARG ;; a) algos=$OPTARG ;;
+    o) out=$OPTARG ;;
+    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-cluster-compare.XXXXXX)}
@@ -130,11 +133,19 @@ run_gloo() {  # K L OP SIZES
   rm -rf "$store"
 }
 
-echo "# cluster compare $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, links $rate; logs in $out"
+echo "# cluster compare $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, links $rate${delay:+, ${delay} µs one way}; logs in $out"
 : >"$out/rows.txt"
 for k in ${hosts_list//,/ }; do
   cluster up "$k" >/dev/null || exit 1
-  if [ "$rate" != none ]; then for ((i = 0; i < k; i++)); do cluster shape $i rate "$rate"; done; fi
+  for ((i = 0; i < k; i++)); do
+    if [ -n "$delay" ]; then
+      limit=()
+      [ "$rate" != none ] && limit=(rate "$rate")
+      cluster shape $i delay "$delay" "${limit[@]}" || exit 1
+    elif [ "$rate" != none ]; then
+      cluster shape $i rate "$rate"
+    fi
+  done
   for l in ${local_list//,/ }; do
     for op in ${ops//,/ }; do
       for rep in $(seq "$repeats"); do
