@@ -193,10 +193,15 @@ void GyreBackend::completeLoop() {
     if (item.work) {
       // Each gyre operation ends by its own deadline (the communicator's timeout), so this
       // wait ends too; slices keep the thread responsive. gyreTimeout means "still running"
-      // or "ended with a timeout": gyreWorkTest tells which.
+      // or "ended with a timeout": gyreWorkTest tells which. A work that finished as the slice
+      // ran out is asked again for its own outcome, or its error would read "not finished".
       while ((r = gyreWorkWait(item.work, 1000)) == gyreTimeout) {
         int done = 0;
-        if (gyreWorkTest(item.work, &done) != gyreSuccess || done) break;
+        if (gyreWorkTest(item.work, &done) != gyreSuccess) break;
+        if (done) {
+          r = gyreWorkWait(item.work, 0);
+          break;
+        }
       }
     } else if (item.waitStream) {
       r = item.waitStream();
