@@ -1,7 +1,5 @@
 #include "algorithms/host_prims.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <sstream>
 
@@ -33,7 +31,9 @@ void HostPrims::finish() {
   flushSends();
   for (; nReadingInput_ > 0; --nReadingInput_) {
     Connection& conn = *readingInput_[nReadingInput_ - 1];
-    if (Status s = conn.releaseSources(ctx_.deadline); !s.ok()) {
+    if (Status s =
+            conn.releaseSources(ctx_.deadline, BusyPhase{ctx_.spin, ctx_.yieldWhileSpinning});
+        !s.ok()) {
       throw Failure(Status{s.code,
                            "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
                                " failed: " + s.message,
@@ -228,18 +228,12 @@ template <class Ready, class Await>
 void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char* direction) {
   if (ready()) return;
   flushSends();  // a peer may wait for them before it can give what this wait needs
-  // Optional busy phase (GYRE_SPIN_US): worth it only with a core to spare per rank.
-  if (ctx_.spin.count() > 0) {
-    const auto spinEnd = Clock::now() + ctx_.spin;
-    do {
-      await(Clock::time_point{});  // a non-blocking attempt
-      if (ready()) return;
-      if (ctx_.yieldWhileSpinning) {
-        sched_yield();
-      } else {
-        cpuRelax();
-      }
-    } while (Clock::now() < spinEnd);
+  // The busy phase (GYRE_SPIN_US), each poll a non-blocking attempt of the transport first.
+  if (pollFor(BusyPhase{ctx_.spin, ctx_.yieldWhileSpinning}, [&] {
+        await(Clock::time_point{});
+        return ready();
+      })) {
+    return;
   }
   auto peerCheckInterval = kFirstPeerCheck;
   auto nextPeerCheck = Clock::now() + peerCheckInterval;

@@ -1,7 +1,5 @@
 #include "algorithms/oneshot.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -241,21 +239,7 @@ void OneShot::markFailed(const Status& s) {
 template <class Ready>
 void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
                         std::atomic<uint32_t>& word) {
-  // Polls first, the clock only after 64 of them: a tiny call's wait is a few polls long.
-  if (ctx.spin.count() > 0) {
-    Clock::time_point spinEnd{};
-    do {
-      for (int i = 0; i < 64; ++i) {
-        if (ready()) return;
-        if (ctx.yieldWhileSpinning) {
-          sched_yield();
-        } else {
-          cpuRelax();
-        }
-      }
-      if (spinEnd == Clock::time_point{}) spinEnd = Clock::now() + ctx.spin;
-    } while (Clock::now() < spinEnd);
-  }
+  if (pollFor(BusyPhase{ctx.spin, ctx.yieldWhileSpinning}, ready)) return;
   auto peerCheckInterval = kFirstPeerCheck;
   auto nextPeerCheck = Clock::now() + peerCheckInterval;
   auto nextLivenessCheck = Clock::now();

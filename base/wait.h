@@ -3,6 +3,8 @@
 // processes). Notifiers only make the wake syscall when a waiter announced itself.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +39,37 @@ inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
+}
+
+// The busy phase of a wait, before it sleeps: how long it polls (GYRE_SPIN_US) and whether
+// it yields the core between polls (ranks outnumber cores: the rank waited for may need this
+// one). Where each rank has a core it polls back to back: yielding hands the core to any
+// other runnable thread for a whole time slice, and sleeping makes the peer's wake-up an
+// interrupt to an idle CPU (performance.md, "the slow mode").
+struct BusyPhase {
+  Clock::duration spin{};
+  bool yield = false;
+};
+
+// Polls `ready` until it holds (true) or the busy phase has passed (false).
+template <class Ready>
+bool pollFor(const BusyPhase& busy, Ready&& ready) {
+  if (busy.spin <= Clock::duration::zero()) return false;
+  Clock::time_point end{};
+  while (true) {
+    // The clock only after 64 polls: a tiny call's wait is a few polls long.
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      if (busy.yield) {
+        sched_yield();
+      } else {
+        cpuRelax();
+      }
+    }
+    const auto now = Clock::now();
+    if (end == Clock::time_point{}) end = now + busy.spin;
+    if (now >= end) return false;
+  }
 }
 
 }  // namespace gyre

@@ -131,8 +131,11 @@ class Connection {
   // already is. Taken::no: copy it into the slot as usual.
   virtual Taken offerSource(const SendSource& /*source*/) { return Taken::no; }
   // Blocks until nothing taken Taken::untilReleased is read any more, the connection failed,
-  // or the deadline passed; the operation returns only after this.
-  virtual Status releaseSources(Clock::time_point /*deadline*/) { return {}; }
+  // or the deadline passed; the operation returns only after this, polling as `busy` says
+  // before it sleeps (the communicator's busy phase of every wait).
+  virtual Status releaseSources(Clock::time_point /*deadline*/, BusyPhase /*busy*/ = {}) {
+    return {};
+  }
   // The operation failed before releaseSources(): from now on nothing taken
   // Taken::untilReleased may be read. Transports that can withdraw the sources do (the peer
   // then fails instead of reading memory the caller got back); the others wait as

@@ -276,7 +276,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
   yieldWhileSpinning = !ranksHaveCores;
   spin = config.spin;
-  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 50 : 200);
+  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 2000 : 200);
   // Collectives move at the pace of their slowest link: the memory model only if every peer
   // is reached through memory.
   const bool allMemory = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {

@@ -3,7 +3,9 @@
 // Columns: size count type redop root time(us) algbw busbw #wrong (time: mean per iteration,
 // the slowest rank's; busbw per nccl-tests' PERFORMANCE.md). With --cuda the buffers are CUDA
 // device memory: the host vectors below hold what is uploaded and what is checked, and the
-// calls go on a stream (synchronized once after each timed loop).
+// calls go on a stream (synchronized once after each timed loop). --per-call also times every
+// call on its own and prints, under each row, how the calls spread and how often the calling
+// thread slept: a slow mode shows there as a tail, not only as a slower mean.
 #include <sys/resource.h>
 
 #include <unistd.h>
@@ -107,6 +109,50 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
   }
   return totalWrong == 0 ? 0 : 1;
 }
+
+// --per-call: each call's time, and how often the calling thread slept meanwhile (voluntary
+// context switches: a wait that outlasted its busy phase, or a yield to another thread).
+class PerCall {
+ public:
+  explicit PerCall(int iters) : us_(size_t(iters)), sleeps_(iters ? threadSleeps() : 0) {}
+  template <class Call>
+  void time(int i, Call&& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    us_[size_t(i)] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  void end() {
+    if (!us_.empty()) sleeps_ = threadSleeps() - sleeps_;
+  }
+  void report(Run& run) const {
+    std::vector<double> sorted = us_;
+    std::sort(sorted.begin(), sorted.end());
+    const auto at = [&](double q) {
+      return sorted[std::min(sorted.size() - 1, size_t(q * sorted.size()))];
+    };
+    const auto slow =
+        double(std::count_if(us_.begin(), us_.end(), [](double us) { return us > 1000; }));
+    const double mostSlow = run.maxOverRanks(slow);
+    const uint64_t sleeps = run.sumOverRanks(sleeps_);
+    if (run.rank != 0) return;
+    std::printf(
+        "#  per call, rank 0: p50 %.1f p99 %.1f p99.9 %.1f max %.1f us; calls over 1 ms: "
+        "%.0f of %zu (the most of any rank); sleeps: %llu (all ranks)\n",
+        at(0.5), at(0.99), at(0.999), sorted.back(), mostSlow, sorted.size(),
+        (unsigned long long)sleeps);
+    std::fflush(stdout);
+  }
+
+ private:
+  static uint64_t threadSleeps() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return uint64_t(usage.ru_nvcsw);
+  }
+  std::vector<double> us_;
+  uint64_t sleeps_;
+};
 
 // Before the first timed row: connections open, and buffers and every link slot are touched
 // (the largest size until 64 MiB have passed). Without it each row pays for pages first used
@@ -286,12 +332,21 @@ int main(int argc, char** argv) {
                  "instead: random collectives, sizes (up to -e), types, ops and roots for this "
                  "many seconds, each verified; reports errors and RSS");
   app.add_option("--seed", seed, "random seed for --soak")->capture_default_str();
+  bool perCall = false;
+  app.add_flag("--per-call", perCall,
+               "also time each call: percentiles of rank 0, calls over 1 ms and sleeps of the "
+               "calling threads (host buffers)");
   CLI11_PARSE(app, argc, argv);
   try {
     o.minBytes = parseSize(minText);
     o.maxBytes = parseSize(maxText);
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "gyre-bench: %s\n", e.what());
+    return 2;
+  }
+  if (perCall && (o.cuda || o.batch > 1)) {
+    std::fprintf(stderr,
+                 "gyre-bench: --per-call times host calls one by one (no --cuda, --batch)\n");
     return 2;
   }
   if (o.factor <= 1 || o.minBytes == 0 || o.maxBytes < o.minBytes || o.iters < 1) {
@@ -391,12 +446,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < o.warmup; ++i) run.once(bytes);
     run.finish();
     run.barrier();
+    PerCall calls(perCall ? o.iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i) run.once(bytes);
+    if (perCall) {
+      for (int i = 0; i < o.iters; ++i) calls.time(i, [&] { run.once(bytes); });
+    } else {
+      for (int i = 0; i < o.iters; ++i) run.once(bytes);
+    }
     run.finish();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
         o.iters;
+    calls.end();
     const double time = run.maxOverRanks(us);
     uint64_t wrong = 0;
     if (o.check) {
@@ -422,6 +483,7 @@ int main(int argc, char** argv) {
                   time, algbw, busbw, o.check ? std::to_string(wrong).c_str() : "N/A");
       std::fflush(stdout);
     }
+    if (perCall) calls.report(run);
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

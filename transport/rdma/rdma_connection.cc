@@ -116,7 +116,7 @@ void RdmaConnection::postSlot(uint32_t index) {
   }
 }
 
-Status RdmaConnection::releaseSources(Clock::time_point deadline) {
+Status RdmaConnection::releaseSources(Clock::time_point deadline, BusyPhase) {
   return completeUntil([this] { return completedWrs_ >= lastUserWr_; }, deadline,
                        "writes from user memory");
 }

@@ -52,7 +52,7 @@ class RdmaConnection : public Connection {
   Taken offerSource(const SendSource& source) override {
     return source.stable && sendFrom(source.data, source.bytes) ? Taken::untilReleased : Taken::no;
   }
-  Status releaseSources(Clock::time_point deadline) override;
+  Status releaseSources(Clock::time_point deadline, BusyPhase busy = {}) override;
   DirectCounts directCounts() const override { return {0, directSends_}; }
 
  private:

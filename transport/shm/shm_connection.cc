@@ -1,6 +1,5 @@
 #include "transport/shm/shm_connection.h"
 
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -22,8 +21,9 @@ enum : uint32_t { kUntried = 0, kReads = 1, kCannotRead = 2 };
 enum : uint32_t { kNone = 0, kLive = 1, kWithdrawn = 2 };
 static_assert(2 * sizeof(ShmSide) <= ShmLayout::kHeaderBytes, "header");
 static_assert(sizeof(RemotePayload) == 32, "one per slot");
-// How long a sender waiting for its peer to finish reading polls before it sleeps.
-constexpr auto kReleasePoll = std::chrono::microseconds(100);
+// A sender waiting for its peer to finish reading polls at least this long (the caller's busy
+// phase when longer) before it sleeps.
+constexpr auto kMinReleasePoll = std::chrono::microseconds(100);
 }  // namespace
 
 ShmLayout ShmLayout::of(uint32_t nSlots, size_t slotBytes) {
@@ -172,10 +172,17 @@ Taken ShmConnection::offerSource(const SendSource& source) {
   return Taken::untilReleased;
 }
 
-Status ShmConnection::releaseSources(Clock::time_point deadline) {
+Status ShmConnection::releaseSources(Clock::time_point deadline, BusyPhase busy) {
   if (!sourcesOut_) return {};
   WaitWord& head = send_.counters->head;
-  const auto pollEnd = Clock::now() + kReleasePoll;
+  const auto released = [&] {
+    return int32_t(head.value.load(std::memory_order_acquire) - releasedAt_) >= 0;
+  };
+  busy.spin = std::max<Clock::duration>(busy.spin, kMinReleasePoll);
+  if (pollFor(busy, released)) {
+    sourcesOut_ = false;
+    return {};
+  }
   while (true) {
     const uint32_t observed = head.value.load(std::memory_order_acquire);
     if (int32_t(observed - releasedAt_) >= 0) {
@@ -183,10 +190,6 @@ Status ShmConnection::releaseSources(Clock::time_point deadline) {
       return {};
     }
     const auto now = Clock::now();
-    if (now < pollEnd) {
-      sched_yield();  // the reader may share this core
-      continue;
-    }
     Status broken = failure();
     if (broken.ok() && now >= deadline) {
       broken = {Code::timeout, "rank " + std::to_string(peer()) +

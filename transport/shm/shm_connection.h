@@ -71,7 +71,7 @@ class ShmConnection : public Connection {
   const char* transportName() const override { return "shm"; }
 
   Taken offerSource(const SendSource& source) override;
-  Status releaseSources(Clock::time_point deadline) override;
+  Status releaseSources(Clock::time_point deadline, BusyPhase busy = {}) override;
   void abandonSources(Clock::time_point deadline) override;
   void offerTarget(const RecvTarget& target) override;
   const std::byte* recvPayload(uint32_t index, std::byte* target) override;
