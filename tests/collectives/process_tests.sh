@@ -6,7 +6,7 @@ case_name=$2
 run=$bin/gyre-run
 walk=$bin/walkthrough
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.per-call"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
 # Starts a standalone gyre-rendezvous on a free loopback port (extra arguments go to it);
@@ -73,6 +73,15 @@ bench)
   [ "$rows" -ge 20 ] || fail "expected 20 result rows, got $rows"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
   [ "$bad" -eq 0 ] || fail "$bad rows with #wrong != 0"
+  # --per-call: a summary under each row, its percentiles ordered and its call count right.
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_gather -b 64K -e 1M -f 16 -n 50 -w 1 \
+    --per-call >"$out.per-call" 2>&1 || fail "gyre-bench --per-call exited $?"
+  cat "$out.per-call" >>"$out"
+  summaries=$(grep -c 'per call, rank 0: p50' "$out.per-call")
+  [ "$summaries" -eq 2 ] || fail "expected 2 per-call summaries, got $summaries"
+  grep 'per call' "$out.per-call" | sed -E 's/.*p50 ([0-9.]+) p99 ([0-9.]+) p99.9 ([0-9.]+) max ([0-9.]+) us.*: ([0-9]+) of ([0-9]+) .*/\1 \2 \3 \4 \5 \6/' |
+    awk '!($1 > 0 && $1 <= $2 && $2 <= $3 && $3 <= $4 && $5 <= $6 && $6 == 50) { bad = 1 } END { exit bad }' ||
+    fail "per-call summaries out of order or with a wrong call count"
   ;;
 failing-rank)
   # Rank 1 exits 3 mid-job: the others fail naming it, gyre-run reports it and exits 3.
