@@ -41,35 +41,79 @@ inline void cpuRelax() {
 #endif
 }
 
-// The busy phase of a wait, before it sleeps: how long it polls (GYRE_SPIN_US) and whether
-// it yields the core between polls (ranks outnumber cores: the rank waited for may need this
-// one). Where each rank has a core it polls back to back: yielding hands the core to any
-// other runnable thread for a whole time slice, and sleeping makes the peer's wake-up an
-// interrupt to an idle CPU (performance.md, "the slow mode").
+// A busy phase that learns how long polling pays. A poll that runs out was wasted: its wait
+// sleeps anyway, and the core it held may have been the one the awaited rank needed (the
+// ranks of several namespace hosts sharing cores: each 2 ms poll held the peer off its core
+// for 2 ms). Each poll that runs out halves the phase, down to `shortest`; kMetToGrow polls in
+// a row that met their condition after their first looks double it, up to `longest`. Where
+// the host takes a virtual CPU away for a millisecond the polls still meet their condition,
+// and the phase stays long. Shared by a communicator's threads (relaxed atomics: a lost
+// update only delays the next change).
+class SpinBudget {
+ public:
+  static constexpr uint32_t kMetToGrow = 256;
+  SpinBudget(Clock::duration shortest, Clock::duration longest)
+      : shortest_(shortest.count()), longest_(longest.count()), current_(longest.count()) {}
+  Clock::duration current() const {
+    return Clock::duration(current_.load(std::memory_order_relaxed));
+  }
+  // After a poll that outlasted its first looks.
+  void update(bool met) {
+    const Clock::rep current = current_.load(std::memory_order_relaxed);
+    if (!met) {
+      current_.store(current / 2 > shortest_ ? current / 2 : shortest_, std::memory_order_relaxed);
+      metInRow_.store(0, std::memory_order_relaxed);
+    } else if (metInRow_.fetch_add(1, std::memory_order_relaxed) + 1 >= kMetToGrow) {
+      metInRow_.store(0, std::memory_order_relaxed);
+      current_.store(2 * current < longest_ ? 2 * current : longest_, std::memory_order_relaxed);
+    }
+  }
+
+ private:
+  const Clock::rep shortest_, longest_;
+  std::atomic<Clock::rep> current_;
+  std::atomic<uint32_t> metInRow_{0};
+};
+
+// The busy phase of a wait, before it sleeps: how long it polls (GYRE_SPIN_US, or `budget`
+// where set) and whether it yields the core between polls (ranks outnumber cores: the rank
+// waited for may need this one). Where each rank has a core it polls back to back: yielding
+// hands the core to any other runnable thread for a whole time slice, and sleeping makes the
+// peer's wake-up an interrupt to an idle CPU (performance.md, "the slow mode").
 struct BusyPhase {
   Clock::duration spin{};
   bool yield = false;
+  SpinBudget* budget = nullptr;  // adapts `spin` (polling back to back only)
 };
 
 // Polls `ready` until it holds (true) or the busy phase has passed (false).
 template <class Ready>
 bool pollFor(const BusyPhase& busy, Ready&& ready) {
-  if (busy.spin <= Clock::duration::zero()) return false;
+  SpinBudget* const budget = busy.yield ? nullptr : busy.budget;
+  const Clock::duration spin = budget ? budget->current() : busy.spin;
+  if (spin <= Clock::duration::zero()) return false;
   Clock::time_point end{};
+  bool met = false;
   while (true) {
     // The clock only after 64 polls: a tiny call's wait is a few polls long.
     for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
+      if (ready()) {
+        met = true;
+        break;
+      }
       if (busy.yield) {
         sched_yield();
       } else {
         cpuRelax();
       }
     }
+    if (met) break;
     const auto now = Clock::now();
-    if (end == Clock::time_point{}) end = now + busy.spin;
-    if (now >= end) return false;
+    if (end == Clock::time_point{}) end = now + spin;
+    if (now >= end) break;
   }
+  if (budget && end != Clock::time_point{}) budget->update(met);
+  return met;
 }
 
 }  // namespace gyre

@@ -276,7 +276,14 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
   yieldWhileSpinning = !ranksHaveCores;
   spin = config.spin;
-  if (spin.count() < 0) spin = std::chrono::microseconds(ranksHaveCores ? 2000 : 200);
+  if (spin.count() < 0) {
+    spin = std::chrono::microseconds(ranksHaveCores ? 2000 : 200);
+    // With a core per rank, 2 ms of polling unless the scheduler shows the core is wanted
+    // (base/wait.h): then down to 50 µs, the phase that measured best where the ranks of
+    // several namespace hosts share cores.
+    if (ranksHaveCores)
+      spinBudget = std::make_unique<SpinBudget>(std::chrono::microseconds(50), spin);
+  }
   // Collectives move at the pace of their slowest link: the memory model only if every peer
   // is reached through memory.
   const bool allMemory = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
@@ -337,8 +344,8 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
                                         std::to_string(Tuner::kBytesPerExtraChannel >> 20) + " MiB";
     GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
                        transports->address(self) + "; cpus " + formatCpuList(self.cpus) +
-                       ", waiters poll " + std::to_string(spinUs) + " us" +
-                       (yieldWhileSpinning ? " yielding" : "") + "; " + reached +
+                       ", waiters poll " + (spinBudget ? "50-" : "") + std::to_string(spinUs) +
+                       " us" + (yieldWhileSpinning ? " yielding" : "") + "; " + reached +
                        ", rings per call: " + rings);
   }
 }
@@ -383,6 +390,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   ctx.abort = &abortFlag;
   ctx.spin = spin;
   ctx.yieldWhileSpinning = yieldWhileSpinning;
+  ctx.spinBudget = spinBudget.get();
   // A send only reads its buffer, so its slots may leave straight from it (registered memory
   // over rdma, the receiver's single copy over shm). So do the collectives that move data
   // without reducing it: they never write their input (in place, their output writes other

@@ -24,8 +24,9 @@ struct CommConfig {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // GYRE_TIMEOUT (seconds)
   uint32_t nSlots = 8;                                         // GYRE_NSLOTS
   size_t slotBytes = 128 * 1024;                               // GYRE_SLOT_BYTES
-  // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): 2 ms where every rank
-  // on this host can have a core of its own, else 200 µs of polls with sched_yield between.
+  // GYRE_SPIN_US: how long a waiter polls before it sleeps; -1 (auto): where every rank on
+  // this host can have a core of its own up to 2 ms, learned (SpinBudget, base/wait.h), else
+  // 200 µs of polls with sched_yield between.
   std::chrono::microseconds spin{-1};
   // GYRE_ONESHOT_BYTES: the largest post of a one-shot collective through the host window
   // (every rank on one host over shared memory); 0: no window.

@@ -21,8 +21,8 @@ enum : uint32_t { kUntried = 0, kReads = 1, kCannotRead = 2 };
 enum : uint32_t { kNone = 0, kLive = 1, kWithdrawn = 2 };
 static_assert(2 * sizeof(ShmSide) <= ShmLayout::kHeaderBytes, "header");
 static_assert(sizeof(RemotePayload) == 32, "one per slot");
-// A sender waiting for its peer to finish reading polls at least this long (the caller's busy
-// phase when longer) before it sleeps.
+// A sender waiting for its peer to finish reading polls at least this long before it sleeps
+// (or as long as the communicator's spin budget has learned).
 constexpr auto kMinReleasePoll = std::chrono::microseconds(100);
 }  // namespace
 
@@ -178,7 +178,7 @@ Status ShmConnection::releaseSources(Clock::time_point deadline, BusyPhase busy)
   const auto released = [&] {
     return int32_t(head.value.load(std::memory_order_acquire) - releasedAt_) >= 0;
   };
-  busy.spin = std::max<Clock::duration>(busy.spin, kMinReleasePoll);
+  if (!busy.budget) busy.spin = std::max<Clock::duration>(busy.spin, kMinReleasePoll);
   if (pollFor(busy, released)) {
     sourcesOut_ = false;
     return {};
