@@ -23,6 +23,7 @@ struct OpContext {
   Clock::duration spin = std::chrono::microseconds(0);
   bool yieldWhileSpinning = false;   // more ranks than cores: let the one we wait for run
   SpinBudget* spinBudget = nullptr;  // adapts `spin` to what runs (GYRE_SPIN_US unset)
+  BusyPhase busy() const { return {spin, yieldWhileSpinning, spinBudget}; }
   // Nothing writes the input buffer until the operation returns: sends may read it in place.
   bool inputReadOnly = false;
   // Every rank this operation sends to takes part in it (a collective, not a send).
