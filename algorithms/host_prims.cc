@@ -31,7 +31,7 @@ void HostPrims::finish() {
   flushSends();
   for (; nReadingInput_ > 0; --nReadingInput_) {
     Connection& conn = *readingInput_[nReadingInput_ - 1];
-    if (Status s = conn.releaseSources(ctx_.deadline, ctx_.busy()); !s.ok()) {
+    if (Status s = conn.releaseSources(ctx_.deadline, ctx_.busy); !s.ok()) {
       throw Failure(Status{s.code,
                            "rank " + std::to_string(ctx_.rank) + ": " + describeOp(ctx_.desc) +
                                " failed: " + s.message,
@@ -227,7 +227,7 @@ void HostPrims::waitUntil(Ready ready, Await await, Connection& conn, const char
   if (ready()) return;
   flushSends();  // a peer may wait for them before it can give what this wait needs
   // The busy phase (GYRE_SPIN_US), each poll a non-blocking attempt of the transport first.
-  if (pollFor(ctx_.busy(), [&] {
+  if (pollFor(ctx_.busy, [&] {
         await(Clock::time_point{});
         return ready();
       })) {

@@ -20,10 +20,7 @@ struct OpContext {
   Clock::duration timeout = std::chrono::seconds(0);  // for messages
   const std::atomic<bool>* abort = nullptr;           // set by another thread to stop waits
   const std::atomic<bool>* channelFailed = nullptr;   // set when another channel failed
-  Clock::duration spin = std::chrono::microseconds(0);
-  bool yieldWhileSpinning = false;   // more ranks than cores: let the one we wait for run
-  SpinBudget* spinBudget = nullptr;  // adapts `spin` to what runs (GYRE_SPIN_US unset)
-  BusyPhase busy() const { return {spin, yieldWhileSpinning, spinBudget}; }
+  BusyPhase busy;  // how every wait polls before it sleeps (none by default)
   // Nothing writes the input buffer until the operation returns: sends may read it in place.
   bool inputReadOnly = false;
   // Every rank this operation sends to takes part in it (a collective, not a send).

@@ -239,7 +239,7 @@ void OneShot::markFailed(const Status& s) {
 template <class Ready>
 void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
                         std::atomic<uint32_t>& word) {
-  if (pollFor(ctx.busy(), ready)) return;
+  if (pollFor(ctx.busy, ready)) return;
   auto peerCheckInterval = kFirstPeerCheck;
   auto nextPeerCheck = Clock::now() + peerCheckInterval;
   auto nextLivenessCheck = Clock::now();

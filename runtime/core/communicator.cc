@@ -274,15 +274,17 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   // Where ranks outnumber cores a waiter polls too, but hands its core over between looks
   // (sched_yield) so that the rank it waits for can run: 4 ranks on 2 cores, 8 B all-reduce
   // 64 -> 28 µs, 8 MiB 3.9 -> 3.2 ms against sleeping at once.
-  yieldWhileSpinning = !ranksHaveCores;
-  spin = config.spin;
-  if (spin.count() < 0) {
-    spin = std::chrono::microseconds(ranksHaveCores ? 2000 : 200);
-    // With a core per rank, 2 ms of polling unless the scheduler shows the core is wanted
-    // (base/wait.h): then down to 50 µs, the phase that measured best where the ranks of
-    // several namespace hosts share cores.
-    if (ranksHaveCores)
-      spinBudget = std::make_unique<SpinBudget>(std::chrono::microseconds(50), spin);
+  busy.yield = !ranksHaveCores;
+  busy.spin = config.spin;
+  if (busy.spin.count() < 0) {
+    busy.spin = std::chrono::microseconds(ranksHaveCores ? 2000 : 200);
+    // With a core per rank up to 2 ms, shortened while polls run out (base/wait.h) down to
+    // 50 µs, the phase that measured best where the ranks of several namespace hosts share
+    // cores.
+    if (ranksHaveCores) {
+      spinBudget = std::make_unique<SpinBudget>(std::chrono::microseconds(50), busy.spin);
+      busy.budget = spinBudget.get();
+    }
   }
   // Collectives move at the pace of their slowest link: the memory model only if every peer
   // is reached through memory.
@@ -337,7 +339,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
       reached += std::string(reached.size() > 10 ? ", " : " ") + t->name() + " " +
                  std::to_string(byTransport[t->name()]);
     }
-    const auto spinUs = std::chrono::duration_cast<std::chrono::microseconds>(spin).count();
+    const auto spinUs = std::chrono::duration_cast<std::chrono::microseconds>(busy.spin).count();
     const std::string rings = config.channels > 0
                                   ? std::to_string(config.channels) + " (GYRE_CHANNELS)"
                                   : "up to " + std::to_string(tuner->maxChannels()) + ", one per " +
@@ -345,7 +347,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
                        transports->address(self) + "; cpus " + formatCpuList(self.cpus) +
                        ", waiters poll " + (spinBudget ? "50-" : "") + std::to_string(spinUs) +
-                       " us" + (yieldWhileSpinning ? " yielding" : "") + "; " + reached +
+                       " us" + (busy.yield ? " yielding" : "") + "; " + reached +
                        ", rings per call: " + rings);
   }
 }
@@ -388,9 +390,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   ctx.timeout = config.timeout;
   ctx.deadline = coarseNow() + config.timeout;
   ctx.abort = &abortFlag;
-  ctx.spin = spin;
-  ctx.yieldWhileSpinning = yieldWhileSpinning;
-  ctx.spinBudget = spinBudget.get();
+  ctx.busy = busy;
   // A send only reads its buffer, so its slots may leave straight from it (registered memory
   // over rdma, the receiver's single copy over shm). So do the collectives that move data
   // without reducing it: they never write their input (in place, their output writes other

@@ -63,9 +63,8 @@ struct Communicator::Impl {
   // this host over shared memory; null elsewhere.
   ShmSegment windowSegment;
   std::unique_ptr<OneShot> oneShot;
-  std::chrono::microseconds spin{0};       // the busy phase of every wait (config.spin resolved)
-  bool yieldWhileSpinning = false;         // ranks on this host outnumber its cores
-  std::unique_ptr<SpinBudget> spinBudget;  // GYRE_SPIN_US unset and a core per rank
+  BusyPhase busy;                          // of every wait (config.spin resolved)
+  std::unique_ptr<SpinBudget> spinBudget;  // busy.budget's: GYRE_SPIN_US unset, a core per rank
   int splits = 0;                          // split() calls so far: names children's namespaces
   std::vector<std::byte> groupStaging;     // fused all-reduces of groups
   ChannelWorkers channelWorkers;           // channels 1.. of multi-channel calls (under opMutex)

@@ -139,9 +139,9 @@ for k in ${hosts_list//,/ }; do
   cluster up "$k" >/dev/null || exit 1
   for ((i = 0; i < k; i++)); do
     if [ -n "$delay" ]; then
-      limit=()
-      [ "$rate" != none ] && limit=(rate "$rate")
-      cluster shape $i delay "$delay" "${limit[@]}" || exit 1
+      rate_args=()
+      [ "$rate" != none ] && rate_args=(rate "$rate")
+      cluster shape $i delay "$delay" "${rate_args[@]}" || exit 1
     elif [ "$rate" != none ]; then
       cluster shape $i rate "$rate"
     fi

@@ -114,7 +114,7 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
 // context switches: a wait that outlasted its busy phase, or a yield to another thread).
 class PerCall {
  public:
-  explicit PerCall(int iters) : us_(size_t(iters)), sleeps_(iters ? threadSleeps() : 0) {}
+  explicit PerCall(int iters) : us_(size_t(iters)), sleepsBefore_(iters ? threadSleeps() : 0) {}
   template <class Call>
   void time(int i, Call&& call) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -123,7 +123,7 @@ class PerCall {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
   void end() {
-    if (!us_.empty()) sleeps_ = threadSleeps() - sleeps_;
+    if (!us_.empty()) sleeps_ = threadSleeps() - sleepsBefore_;
   }
   void report(Run& run) const {
     std::vector<double> sorted = us_;
@@ -151,7 +151,8 @@ class PerCall {
     return uint64_t(usage.ru_nvcsw);
   }
   std::vector<double> us_;
-  uint64_t sleeps_;
+  uint64_t sleepsBefore_;
+  uint64_t sleeps_ = 0;
 };
 
 // Before the first timed row: connections open, and buffers and every link slot are touched

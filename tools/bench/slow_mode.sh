@@ -30,6 +30,8 @@ done
 [ -x "$build/tools/gyre-bench" ] || { echo "build gyre first (cmake --build $build)"; exit 1; }
 command -v mpicc >/dev/null ||
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
+# Scratch: the Open MPI probe's binary and the rows the summary is made from (printed as they
+# come, so nothing is lost when the folder goes).
 out=$(mktemp -d /tmp/gyre-slow-mode.XXXXXX)
 hog_pids=()
 trap 'kill "${hog_pids[@]}" 2>/dev/null; rm -rf "$out"' EXIT
