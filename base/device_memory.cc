@@ -13,10 +13,12 @@ namespace gyre {
 
 namespace {
 
-// The driver API's ABI (cuda.h), stable since CUDA 4: cuPointerGetAttribute and the values
+// The driver API's ABI (cuda.h), stable since CUDA 7: cuPointerGetAttribute(s) and the values
 // of CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED and
 // CU_MEMORYTYPE_DEVICE.
 using PointerGetAttribute = int (*)(void* data, int attribute, unsigned long long pointer);
+using PointerGetAttributes = int (*)(unsigned count, int* attributes, void** data,
+                                     unsigned long long pointer);
 constexpr int kAttributeMemoryType = 2;
 constexpr int kAttributeIsManaged = 8;
 constexpr unsigned kMemoryTypeDevice = 2;
@@ -64,28 +66,38 @@ void* driverLibrary() {
   return library;
 }
 
-PointerGetAttribute driverQuery() {
-  static std::atomic<PointerGetAttribute> query{nullptr};
-  if (PointerGetAttribute q = query.load(std::memory_order_acquire)) return q;
+// A driver function once the driver is loaded, looked up once.
+template <typename Function>
+Function driverFunction(std::atomic<Function>& cached, const char* name) {
+  if (Function f = cached.load(std::memory_order_acquire)) return f;
   void* library = driverLibrary();
   if (!library) return nullptr;
-  auto q = reinterpret_cast<PointerGetAttribute>(dlsym(library, "cuPointerGetAttribute"));
-  if (q) query.store(q, std::memory_order_release);
-  return q;
+  auto f = reinterpret_cast<Function>(dlsym(library, name));
+  if (f) cached.store(f, std::memory_order_release);
+  return f;
+}
+
+PointerGetAttribute driverQuery() {
+  static std::atomic<PointerGetAttribute> query{nullptr};
+  return driverFunction(query, "cuPointerGetAttribute");
 }
 
 }  // namespace
 
 bool isCudaDeviceMemory(const void* p) {
   if (!p) return false;
-  PointerGetAttribute query = driverQuery();
+  static std::atomic<PointerGetAttributes> cached{nullptr};
+  PointerGetAttributes query = driverFunction(cached, "cuPointerGetAttributes");
   if (!query) return false;
-  const auto address = reinterpret_cast<unsigned long long>(p);
+  // The plural query answers memory CUDA does not know (ordinary host memory) with zeros and
+  // success, where the singular one fails: no error for every host buffer a call is given,
+  // which compute-sanitizer would report.
+  int attributes[] = {kAttributeMemoryType, kAttributeIsManaged};
   unsigned type = 0;
-  // An error (CUDA_ERROR_INVALID_VALUE) means memory CUDA does not know: ordinary host memory.
-  if (query(&type, kAttributeMemoryType, address) != 0 || type != kMemoryTypeDevice) return false;
-  unsigned managed = 0;
-  return !(query(&managed, kAttributeIsManaged, address) == 0 && managed);
+  int managed = 0;
+  void* values[] = {&type, &managed};
+  if (query(2, attributes, values, reinterpret_cast<unsigned long long>(p)) != 0) return false;
+  return type == kMemoryTypeDevice && !managed;
 }
 
 int cudaDmabufOf(const void* p, size_t bytes, uint64_t& offset, std::string& whyNot) {
