@@ -11,7 +11,7 @@ lib=$(ls "$prefix"/lib*/libgyre.so | head -1)
 libdir=$(dirname "$lib")
 
 # Only the C API leaves the shared library.
-extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBR]$/ {print $3}' | grep -v '^gyre' || true)
+extra=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRWVGSiu]$/ {print $3}' | grep -v '^gyre' || true)
 if [ -n "$extra" ]; then echo "FAIL: libgyre.so exports non-API symbols:"; echo "$extra" | head; exit 1; fi
 
 cmake -S "$src/tests/install/consumer" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \

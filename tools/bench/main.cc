@@ -427,8 +427,7 @@ int main(int argc, char** argv) {
     std::printf(
         "# gyre-bench %s: %d ranks, %s, %s, %d iters (%d warm-up), check %s, "
         "algorithm %s",
-        kCollNames[int(o.coll)], run.n,
-        o.cuda ? "CUDA device buffers on a stream (staged)" : "host buffers",
+        kCollNames[int(o.coll)], run.n, o.cuda ? "CUDA device buffers on a stream" : "host buffers",
         o.inPlace ? "in place" : "out of place", o.iters, o.warmup, o.check ? "on" : "off",
         algo && *algo ? algo : "tuned");
     if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
