@@ -11,6 +11,7 @@
 #      (ranks as processes on this GPU, without and with MPS), NCCL beside it where nccl-tests
 #      is installed, and the staged path on host and CUDA buffers side by side (where the full
 #      CMake build configures, or from GPU_CHECK_BUILD_DIR),
+#   5. every torch test against python3's torch, CUDA tensors included (where it has torch),
 # and writes REPORT_DIR/report.md with each step's result and output. Exits non-zero when a
 # step fails. Leaves the GPU's settings alone.
 set -uo pipefail
@@ -112,10 +113,11 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
   # doctest-dev, libcli11-dev, libssl-dev): built here where they are installed, or taken from
   # GPU_CHECK_BUILD_DIR (a CMake build made elsewhere with CUDA), else said so.
   full=${GPU_CHECK_BUILD_DIR:-}
+  # gyre_torch too, where python3 has torch (its CUDA tensors run in the last step).
   if [ -z "$full" ] && cmake -S "$src" -B "$work/full" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGYRE_WITH_CUDA=ON >"$report_dir/full-configure.log" 2>&1 &&
-    cmake --build "$work/full" --target cuda_buffer_tests gyre-bench gyre-run \
-      >"$report_dir/full-build.log" 2>&1; then
+    -DGYRE_WITH_CUDA=ON -DGYRE_CUDA_ARCHITECTURES="${arch#sm_}-real" \
+    -DGYRE_TORCH_PYTHON="$(command -v python3)" >"$report_dir/full-configure.log" 2>&1 &&
+    cmake --build "$work/full" >"$report_dir/full-build.log" 2>&1; then
     full=$work/full
   fi
   if [ -n "$full" ]; then
@@ -171,6 +173,13 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
         GYRE_CUDA_IPC=0 '$full/tools/gyre-run' -n $n '$full/tools/gyre-bench' all_reduce -b 8 \
         -e 256M -f 8 -n 10 -w 3 \$m | grep -v '^\[[1-9]\]' || exit 1; done"
     done
+    # torch.distributed on gyre with this torch: every torch test, CUDA tensors among them.
+    if [ -d "$full/python/gyre_torch" ]; then
+      step "torch tests (CUDA tensors included)" ctest --test-dir "$full" --output-on-failure \
+        -R '^torch\.' --timeout 300
+    else
+      echo "no gyre_torch in the build (python3 has no torch): torch tests not run" | tee -a "$report"
+    fi
   else
     echo "not run: collectives on CUDA memory (the full build does not configure here:" \
       "full-configure.log; or set GPU_CHECK_BUILD_DIR)" | tee -a "$report"
