@@ -94,11 +94,11 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     Taken taken = Taken::no;
     const bool sendsInput = (what & (kRecv | kInput | kSend)) == (kInput | kSend) && nSend == 1;
     if (sendsInput && (inputReadOnly_ || !out)) {
-      taken = sendTo_[0]->offerSource(
-          {in, bytes, inputReadOnly_, !ctx_.inputUnreadable, ctx_.receiversInCall});
+      taken = sendTo_[0]->offerSource({in, bytes, inputReadOnly_, !ctx_.inputUnreadable,
+                                       ctx_.receiversInCall, ctx_.senderIdle});
     } else if (out && nSend == 1) {
-      taken =
-          sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall});
+      taken = sendTo_[0]->offerSource(
+          {out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall, ctx_.senderIdle});
     }
     if (taken == Taken::untilReleased) noteReadingInput(*sendTo_[0]);
     if (taken != Taken::no && out) dst2 = nullptr;  // the slot stays empty

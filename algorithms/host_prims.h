@@ -25,6 +25,8 @@ struct OpContext {
   bool inputReadOnly = false;
   // Every rank this operation sends to takes part in it (a collective, not a send).
   bool receiversInCall = false;
+  // This rank only sends in the operation and has a core of its own (SendSource::senderIdle).
+  bool senderIdle = false;
   // The CPU must not read the input (device memory): every send of it leaves straight from it
   // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;

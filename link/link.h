@@ -51,6 +51,9 @@ struct SendSource {
   // The receiver takes part in the same operation (a collective), so the operation may wait
   // for it to read the payload; a lone send must not (its receiver may come later).
   bool receiverInCall = false;
+  // The sender has a core of its own and nothing to receive in the operation: filling the slot
+  // itself costs the operation no time, while a receiver's copy through the kernel would.
+  bool senderIdle = false;
 };
 // How a transport took a SendSource.
 enum class Taken : uint8_t {

@@ -148,7 +148,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       case Collective::reduce_scatter:
         moved = b + b / nn;  // the whole buffer posted, this rank's block of each post read
         break;
-      case Collective::broadcast:   // the root's post and the readers' copies overlap
+      case Collective::broadcast:
+        // The root's post and the readers' copies overlap only across calls: at n = 2 the
+        // one-shot beat the ring up to 16 KiB, matched it at 32 KiB and took 1.1-1.6 times
+        // its time from 64 KiB (docs/tuning.md).
+        moved = bytes > MailPost::kInlineBytes ? 1.25 * b : b;
+        break;
       case Collective::all_gather:  // a block posted, the n - 1 others read
         moved = b;
         break;

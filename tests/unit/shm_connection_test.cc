@@ -48,11 +48,11 @@ struct Pair {
 
   // What HostPrims does around a send into a free slot: offer `src`, publish the slot.
   Taken publish(const std::byte* src, uint32_t bytes, bool stable = true,
-                bool receiverInCall = true) {
+                bool receiverInCall = true, bool senderIdle = false) {
     Link& link = sender->sendLink();
     const uint32_t tail = link.counters->tail.value.load();
     REQUIRE(tail - link.counters->head.value.load() < link.nSlots);
-    const Taken taken = sender->offerSource({src, bytes, stable, true, receiverInCall});
+    const Taken taken = sender->offerSource({src, bytes, stable, true, receiverInCall, senderIdle});
     if (taken == Taken::no) std::memcpy(link.slot(tail), src, bytes);
     link.meta(tail).bytes = bytes;
     link.counters->tail.value.store(tail + 1);
@@ -109,16 +109,19 @@ TEST_CASE("shm single copy: the receiver reads the sender's buffer into its own"
   CHECK(pair.sender->releaseSources(soon()).ok());
 
   // Copied as usual: a payload that may change before the call returns, one under the
-  // threshold, and a lone send's (its receiver may come later, so it must not wait for it).
-  // The receiver then finds it in the slot.
+  // threshold, a lone send's (its receiver may come later, so it must not wait for it), and an
+  // idle sender's (its copy in runs beside the receiver's copy out). The receiver then finds
+  // it in the slot.
   struct Copied {
     uint32_t bytes;
-    bool stable, receiverInCall;
+    bool stable, receiverInCall, senderIdle;
   };
-  for (const Copied& c : {Copied{kSlotBytes, false, true}, Copied{4095u, true, true},
-                          Copied{kSlotBytes, true, false}}) {
+  for (const Copied& c :
+       {Copied{kSlotBytes, false, true, false}, Copied{4095u, true, true, false},
+        Copied{kSlotBytes, true, false, false}, Copied{kSlotBytes, true, true, true}}) {
     const auto data = pattern(c.bytes, 3);
-    CHECK(pair.publish(data.data(), c.bytes, c.stable, c.receiverInCall) == Taken::no);
+    CHECK(pair.publish(data.data(), c.bytes, c.stable, c.receiverInCall, c.senderIdle) ==
+          Taken::no);
     const uint32_t bytes = c.bytes;
     const std::byte* payload = pair.receive(target.data());
     CHECK(payload ==

@@ -120,6 +120,10 @@ TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits t
   // The other window collectives, and every one where ranks have cores, are unchanged.
   CHECK(sleeping.choose(Collective::all_gather, 16 * 1024, 4).algorithm == Algorithm::oneshot);
   CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm == Algorithm::oneshot);
+  // Where ranks have cores the root's post and the reader's copy overlap only across calls:
+  // from 32 KiB the ring's slots, which overlap within the call, win.
+  CHECK(roomy.choose(Collective::broadcast, 32 * 1024, 2).algorithm != Algorithm::oneshot);
+  CHECK(roomy.choose(Collective::broadcast, 64 * 1024, 2).algorithm != Algorithm::oneshot);
 }
 
 TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per level") {

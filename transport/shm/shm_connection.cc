@@ -153,8 +153,10 @@ std::string ShmConnection::readFromPeer(std::byte* into, uint64_t address, uint3
 }
 
 Taken ShmConnection::offerSource(const SendSource& source) {
-  if (!source.stable || !source.cpuReadable || !source.receiverInCall || singleCopyBytes_ == 0 ||
-      source.bytes < singleCopyBytes_ ||
+  // An idle sender's copy in runs beside the receiver's copy out: two memcpy in parallel beat
+  // the receiver's process_vm_readv alone (about 1.9x a memcpy per byte).
+  if (!source.stable || !source.cpuReadable || !source.receiverInCall || source.senderIdle ||
+      singleCopyBytes_ == 0 || source.bytes < singleCopyBytes_ ||
       other_->readsPeer.load(std::memory_order_acquire) != kReads) {
     return Taken::no;
   }
