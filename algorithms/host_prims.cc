@@ -97,8 +97,8 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
       taken = sendTo_[0]->offerSource({in, bytes, inputReadOnly_, !ctx_.inputUnreadable,
                                        ctx_.receiversInCall, ctx_.senderIdle});
     } else if (out && nSend == 1) {
-      taken = sendTo_[0]->offerSource(
-          {out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall, ctx_.senderIdle});
+      taken =
+          sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall});
     }
     if (taken == Taken::untilReleased) noteReadingInput(*sendTo_[0]);
     if (taken != Taken::no && out) dst2 = nullptr;  // the slot stays empty
@@ -120,6 +120,11 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
         cpu::reduce(type, op, dst, last ? dst2 : nullptr, acc, received[i], k, last ? divisor : 0);
         acc = dst;
       }
+    } else if (sendsInput && ctx_.senderIdle && taken == Taken::no) {
+      // Timed: the transport takes the source instead while filling runs slowly.
+      const auto start = Clock::now();
+      cpu::copy(dst, dst2, in, bytes);
+      sendTo_[0]->noteFill(bytes, Clock::now() - start);
     } else {
       cpu::copy(dst, dst2, nRecv ? received[0] : in, bytes);
     }

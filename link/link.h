@@ -52,7 +52,7 @@ struct SendSource {
   // for it to read the payload; a lone send must not (its receiver may come later).
   bool receiverInCall = false;
   // The sender has a core of its own and nothing to receive in the operation: filling the slot
-  // itself costs the operation no time, while a receiver's copy through the kernel would.
+  // itself may cost the operation nothing (noteFill tells the transport how fast it went).
   bool senderIdle = false;
 };
 // How a transport took a SendSource.
@@ -133,6 +133,9 @@ class Connection {
   // The producer, about to publish its next send slot, offers where that slot's payload
   // already is. Taken::no: copy it into the slot as usual.
   virtual Taken offerSource(const SendSource& /*source*/) { return Taken::no; }
+  // After the producer filled a slot of `bytes` itself, for a source offered as senderIdle:
+  // how long the copy took.
+  virtual void noteFill(uint32_t /*bytes*/, Clock::duration /*took*/) {}
   // Blocks until nothing taken Taken::untilReleased is read any more, the connection failed,
   // or the deadline passed; the operation returns only after this, polling as `busy` says
   // before it sleeps (the communicator's busy phase of every wait).

@@ -398,9 +398,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   ctx.inputReadOnly = p2p || !reduces(desc.coll);
   ctx.receiversInCall = !p2p;
   // Only sending: a broadcast's or scatter's root, a gather's leaf. With a core each, its copy
-  // into the slots and the receiver's copy out run in parallel (n = 2, 1 MiB: broadcast 135 ->
-  // 88 µs, gather 81 -> 46 µs against the receiver's single copy); without, the single copy
-  // saves the CPU time the ranks share.
+  // into the slots may run beside the receiver's copy out (transport/shm: where it runs fast).
   const bool root = desc.root == config.rank;
   ctx.senderIdle =
       ranksHaveCores && config.nranks > 1 &&

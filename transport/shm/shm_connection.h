@@ -71,6 +71,7 @@ class ShmConnection : public Connection {
   const char* transportName() const override { return "shm"; }
 
   Taken offerSource(const SendSource& source) override;
+  void noteFill(uint32_t bytes, Clock::duration took) override;
   Status releaseSources(Clock::time_point deadline, BusyPhase busy = {}) override;
   void abandonSources(Clock::time_point deadline) override;
   void offerTarget(const RecvTarget& target) override;
@@ -97,8 +98,10 @@ class ShmConnection : public Connection {
   RemotePayload* recvRemote_ = nullptr;  // per recv slot
   uint64_t nonce_ = 0;
   int32_t peerPid_ = 0;
-  bool sourcesOut_ = false;  // slots taken untilReleased may still be read
-  uint32_t releasedAt_ = 0;  // ... until the peer's head reaches this
+  bool sourcesOut_ = false;        // slots taken untilReleased may still be read
+  uint32_t singleCopyOffers_ = 0;  // idle senders' offers taken before filling is tried again
+  int slowFills_ = 0;              // slow fills in a row (noteFill)
+  uint32_t releasedAt_ = 0;        // ... until the peer's head reaches this
   std::atomic<uint64_t> sentFromUser_{0};
 };
 
