@@ -1,7 +1,8 @@
 /* How long one cache line takes to go from one CPU to another and back, twice a second:
  * two threads pinned to two CPUs bounce a counter, and each half second prints the mean
  * round trip. Where a virtual machine's CPUs move between host cores, this moves with it.
- * Build and run: cc -O2 -pthread tools/bench/line_pingpong.c -o pingpong && ./pingpong [CPU_A CPU_B [SECONDS]] */
+ * Build and run: cc -O2 -pthread tools/bench/line_pingpong.c -o pingpong && ./pingpong [CPU_A CPU_B
+ * [SECONDS]] */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
