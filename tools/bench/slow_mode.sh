@@ -2,7 +2,9 @@
 # The slow mode, measured call by call: gyre and Open MPI over shared memory on one host, in
 # alternated launches, every call timed on its own (gyre-bench --per-call; mpi_per_call.c the
 # same for Open MPI). Each launch prints its mean, rank 0's percentiles, the calls over 1 ms
-# and how often the calling threads slept; a summary per library follows. -H contends the
+# and how often the calling threads slept, and how far apart CPUs 0 and 1 were just before
+# (a cache line's round trip, line_pingpong.c); summaries per library follow, overall and
+# split by that distance. -H contends the
 # CPUs with that many busy loops, as other processes on a busy machine do.
 #
 # usage: tools/bench/slow_mode.sh [-n RANKS] [-p OPS] [-s SIZES] [-i ITERS] [-k ROUNDS]
@@ -30,12 +32,16 @@ done
 [ -x "$build/tools/gyre-bench" ] || { echo "build gyre first (cmake --build $build)"; exit 1; }
 command -v mpicc >/dev/null ||
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
-# Scratch: the Open MPI probe's binary and the rows the summary is made from (printed as they
+# Scratch: the probes' binaries and the rows the summary is made from (printed as they
 # come, so nothing is lost when the folder goes).
 out=$(mktemp -d /tmp/gyre-slow-mode.XXXXXX)
 hog_pids=()
 trap 'kill "${hog_pids[@]}" 2>/dev/null; rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_per_call" "$here/tools/bench/mpi_per_call.c" || exit 1
+# Before each launch, how far apart CPUs 0 and 1 are now: a cache line's round trip between
+# them (line_pingpong.c), which on a virtual machine changes as the host moves its CPUs.
+cc -O2 -pthread -o "$out/line_pingpong" "$here/tools/bench/line_pingpong.c" || exit 1
+round_trip() { "$out/line_pingpong" 0 1 0.5 | awk '{ v = $3 } END { print v }'; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi_args=()
 [ "$ranks" -gt "$(nproc)" ] && mpi_args+=(--oversubscribe)
@@ -49,21 +55,23 @@ fields() { sed -E 's/.*mean ([0-9.]+).*p50 ([0-9.]+) p99 ([0-9.]+) p99.9 ([0-9.]
 
 for ((h = 0; h < hogs; h++)); do (while :; do :; done) & hog_pids+=($!); done
 echo "# slow mode $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, n = $ranks, $iters calls per launch, $hogs busy loops"
-echo "# round op bytes lib: mean p50 p99 p99.9 max (us) calls>1ms sleeps"
+echo "# round op bytes lib: mean p50 p99 p99.9 max (us) calls>1ms sleeps, then the CPUs' cache-line round trip (ns)"
 for ((r = 1; r <= rounds; r++)); do
   for op in ${ops//,/ }; do
     for size in ${sizes//,/ }; do
       b=$(bytes "$size")
       for v in "${variants[@]}"; do
+        rt=$(round_trip)
         line=$(env $v "$build/tools/gyre-run" -n "$ranks" --no-prefix "$build/tools/gyre-bench" "$op" \
           -b "$b" -e "$b" -n "$iters" -w 20 -c 0 --per-call 2>&1 |
           awk '$1 ~ /^[0-9]+$/ && NF >= 9 { mean = $6 } /per call/ { print "mean " mean " us; " $0 }')
         [ -n "$line" ] || { echo "gyre-bench failed ($op $b $v)"; exit 1; }
-        echo "$r $op $b gyre${v:+[$v]}: $(fields <<<"$line")"
+        echo "$r $op $b gyre${v:+[$v]}: $(fields <<<"$line") $rt"
       done
+      rt=$(round_trip)
       line=$(mpirun "${mpi_args[@]}" -np "$ranks" "$out/mpi_per_call" "$op" "$b" "$iters" 2>&1 | grep 'per call')
       [ -n "$line" ] || { echo "mpi_per_call failed ($op $b)"; exit 1; }
-      echo "$r $op $b openmpi: $(fields <<<"$line")"
+      echo "$r $op $b openmpi: $(fields <<<"$line") $rt"
     done
   done
 done | tee "$out/rows"
@@ -72,4 +80,10 @@ awk '{ key = $2 " " $3 " " $4; m[key] = m[key] " " $5; if ($10 > o[key]) o[key] 
   END { for (k in m) { n = split(substr(m[k], 2), v, " ")
           for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
           printf "%s median %.1f (%.1f-%.1f) us, over 1 ms at most %d, sleeps %d\n", k, v[int((n + 1) / 2)], v[1], v[n], o[k], s[k] } }' \
+  "$out/rows" | sort
+echo "# the same means by where the CPUs were: close (a round trip under 150 ns) or far"
+awk '{ key = $2 " " $3 " " $4 " " ($12 < 150 ? "close" : "far"); m[key] = m[key] " " $5 }
+  END { for (k in m) { n = split(substr(m[k], 2), v, " ")
+          for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+          printf "%s: median %.1f (%.1f-%.1f) us over %d launches\n", k, v[int((n + 1) / 2)], v[1], v[n], n } }' \
   "$out/rows" | sort
