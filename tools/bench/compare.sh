@@ -5,7 +5,8 @@
 # over repeated runs with the fastest and slowest run beside it, and gyre's ratios (gyre tcp
 # against the tcp peers, gyre shm against Open MPI shm), and draws PNG plots with gnuplot:
 # busbw vs size, and time vs size up to 64 KiB, one line per library. Broadcasts run in
-# place, as MPI_Bcast's one buffer does.
+# place, as MPI_Bcast's one buffer does. Each round notes how far apart CPUs 0 and 1 were
+# (a cache line's round trip) before the peers, before gyre and after.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
 # bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
 # use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
@@ -52,14 +53,27 @@ gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather 
 # MPI_Bcast has one buffer; an out-of-place broadcast would add a local copy at the root.
 gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 
+# How far apart CPUs 0 and 1 are: a cache line's round trip between them (line_pingpong.c). On
+# a virtual machine the host moves its CPUs, and copies through shared memory slow down several
+# times while they sit far apart (performance.md), so each round says where they were.
+cc -O2 -pthread -o "$out/line_pingpong" "$here/tools/bench/line_pingpong.c" 2>/dev/null || true
+round_trip() {
+  if [ -x "$out/line_pingpong" ] && [ "$(nproc)" -ge 2 ]; then
+    "$out/line_pingpong" 0 1 0.5 | awk '{ v = $3 } END { print v " ns" }'
+  else
+    echo "?"
+  fi
+}
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
 for k in $(seq "$repeats"); do
   # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
   install=-n
   [ "$k" = 1 ] && install=""
+  placement="round $k: before the peers $(round_trip)"
   "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" \
     >"$out/peers_$k.log" 2>&1 || echo "# warning: peer run $k failed (see $out/peers_$k.log)"
+  placement="$placement, before gyre $(round_trip)"
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
       auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
@@ -81,6 +95,7 @@ for k in $(seq "$repeats"); do
       done
     done
   done
+  echo "$placement, after gyre $(round_trip)" >>"$out/placement.txt"
 done
 
 # Rows: "lib op n size busbw time" from every run.
@@ -158,6 +173,10 @@ awk -v header="$header" -v runs="$repeats" '
       }
     }
   }' "$out/medians.txt" | tee "$out/tables.md"
+if [ -f "$out/placement.txt" ]; then
+  { echo; echo "CPUs 0 and 1, a cache line's round trip (about 70-85 ns close, 360-370 ns far apart here):"
+    sed 's/^/- /' "$out/placement.txt"; } | tee -a "$out/tables.md"
+fi
 
 # Plots: one busbw plot and one small-message time plot per collective and rank count.
 if command -v gnuplot >/dev/null; then
