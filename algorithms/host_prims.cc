@@ -120,13 +120,12 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
         cpu::reduce(type, op, dst, last ? dst2 : nullptr, acc, received[i], k, last ? divisor : 0);
         acc = dst;
       }
-    } else if (sendsInput && ctx_.senderIdle && taken == Taken::no) {
-      // Timed: the transport takes the source instead while filling runs slowly.
-      const auto start = Clock::now();
-      cpu::copy(dst, dst2, in, bytes);
-      sendTo_[0]->noteFill(bytes, Clock::now() - start);
     } else {
+      // An idle sender's fill is timed: the transport takes the source while filling runs slowly.
+      const bool timed = sendsInput && ctx_.senderIdle && taken == Taken::no;
+      const auto start = timed ? Clock::now() : Clock::time_point{};
       cpu::copy(dst, dst2, nRecv ? received[0] : in, bytes);
+      if (timed) sendTo_[0]->noteFill(bytes, Clock::now() - start);
     }
     for (int i = out ? 1 : 2; i < nSend; ++i) cpu::copy(slots[i], nullptr, dst, bytes);
     for (int i = 0; i < nRecv; ++i) releaseRecv(*recvFrom_[i]);

@@ -401,7 +401,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   // into the slots may run beside the receiver's copy out (transport/shm: where it runs fast).
   const bool root = desc.root == config.rank;
   ctx.senderIdle =
-      ranksHaveCores && config.nranks > 1 &&
+      ranksHaveCores &&
       ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
        (!root && desc.coll == Collective::gather));
   if (!p2p) {

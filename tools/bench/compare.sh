@@ -53,27 +53,20 @@ gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather 
 # MPI_Bcast has one buffer; an out-of-place broadcast would add a local copy at the root.
 gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 
-# How far apart CPUs 0 and 1 are: a cache line's round trip between them (line_pingpong.c). On
-# a virtual machine the host moves its CPUs, and copies through shared memory slow down several
-# times while they sit far apart (performance.md), so each round says where they were.
-cc -O2 -pthread -o "$out/line_pingpong" "$here/tools/bench/line_pingpong.c" 2>/dev/null || true
-round_trip() {
-  if [ -x "$out/line_pingpong" ] && [ "$(nproc)" -ge 2 ]; then
-    "$out/line_pingpong" 0 1 0.5 | awk '{ v = $3 } END { print v " ns" }'
-  else
-    echo "?"
-  fi
-}
+# Where CPUs 0 and 1 are, each round: copies through shared memory slow down several times
+# while a virtual machine's CPUs sit far apart (performance.md).
+. "$here/tools/bench/placement.sh"
+placement_build "$out"
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
 for k in $(seq "$repeats"); do
   # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
   install=-n
   [ "$k" = 1 ] && install=""
-  placement="round $k: before the peers $(round_trip)"
+  placement="round $k: before the peers $(round_trip) ns"
   "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" \
     >"$out/peers_$k.log" 2>&1 || echo "# warning: peer run $k failed (see $out/peers_$k.log)"
-  placement="$placement, before gyre $(round_trip)"
+  placement="$placement, before gyre $(round_trip) ns"
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
       auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
@@ -95,7 +88,7 @@ for k in $(seq "$repeats"); do
       done
     done
   done
-  echo "$placement, after gyre $(round_trip)" >>"$out/placement.txt"
+  echo "$placement, after gyre $(round_trip) ns" >>"$out/placement.txt"
 done
 
 # Rows: "lib op n size busbw time" from every run.

@@ -38,10 +38,9 @@ out=$(mktemp -d /tmp/gyre-slow-mode.XXXXXX)
 hog_pids=()
 trap 'kill "${hog_pids[@]}" 2>/dev/null; rm -rf "$out"' EXIT
 mpicc -O2 -o "$out/mpi_per_call" "$here/tools/bench/mpi_per_call.c" || exit 1
-# Before each launch, how far apart CPUs 0 and 1 are now: a cache line's round trip between
-# them (line_pingpong.c), which on a virtual machine changes as the host moves its CPUs.
-cc -O2 -pthread -o "$out/line_pingpong" "$here/tools/bench/line_pingpong.c" || exit 1
-round_trip() { "$out/line_pingpong" 0 1 0.5 | awk '{ v = $3 } END { print v }'; }
+# Before each launch, how far apart CPUs 0 and 1 are now.
+. "$here/tools/bench/placement.sh"
+placement_build "$out" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi_args=()
 [ "$ranks" -gt "$(nproc)" ] && mpi_args+=(--oversubscribe)

@@ -99,9 +99,9 @@ class ShmConnection : public Connection {
   uint64_t nonce_ = 0;
   int32_t peerPid_ = 0;
   bool sourcesOut_ = false;        // slots taken untilReleased may still be read
+  uint32_t releasedAt_ = 0;        // ... until the peer's head reaches this
   uint32_t singleCopyOffers_ = 0;  // idle senders' offers taken before filling is tried again
   int slowFills_ = 0;              // slow fills in a row (noteFill)
-  uint32_t releasedAt_ = 0;        // ... until the peer's head reaches this
   std::atomic<uint64_t> sentFromUser_{0};
 };
 
