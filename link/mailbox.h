@@ -19,7 +19,7 @@
 
 namespace gyre {
 
-constexpr int kMailPosts = 8;
+constexpr int kMailPosts = 64;
 constexpr int kMailData = 2;
 
 struct alignas(64) MailPost {
