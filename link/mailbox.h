@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/wait.h"
 #include "link/slot.h"
 
 namespace gyre {
@@ -37,12 +38,21 @@ struct alignas(64) MailState {
   std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's words (futex)
   int32_t pid = 0;                    // the owner, for liveness checks
   std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
+  std::atomic<uint32_t> probe{0};     // at set-up: the round-trip probe's ball (below)
 };
 struct alignas(64) MailFailure {
   std::atomic<uint32_t> code{0};  // non-zero (a gyre Code): this rank failed; message is set
   int32_t lostRank = -1;
   char message[248] = {};
 };
+
+// How far apart two ranks' CPUs sit: a cache line's round trip between them, bounced through
+// their probe words at set-up, before any call. `measureRoundTrip` (one side) returns the
+// fastest batch's mean round trip in ns, or 0 where the partner did not answer within `wait`
+// (it may have failed to map the window); `answerRoundTrips` (the other) echoes until the
+// measuring side is done or `wait` has passed.
+double measureRoundTrip(MailState& self, const MailState& partner, Clock::duration wait);
+void answerRoundTrips(MailState& self, const MailState& partner, Clock::duration wait);
 
 // One rank's mailbox, as a view into the window.
 struct Mailbox {

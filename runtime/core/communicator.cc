@@ -303,7 +303,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   const int cores = coresPerRank(peers);
   const LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
                            : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
-                                        : Tuner::tcpLoopback(cores);
+                                        : Tuner::tcpLoopback(cores, ranksHaveCores);
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
   if (hostBlocks) {
@@ -312,7 +312,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     const bool everyHostHasCores = std::all_of(
         hosts.begin(), hosts.end(), [](const auto& h) { return h.second.coreForEveryRank(); });
     tuner->setHosts(nHosts, perHost,
-                    config.transport == "tcp" ? Tuner::tcpLoopback(cores)
+                    config.transport == "tcp" ? Tuner::tcpLoopback(cores, everyHostHasCores)
                                               : Tuner::sharedMemory(everyHostHasCores));
     planHosts = nHosts;
     planLocalRanks = perHost;

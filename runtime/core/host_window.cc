@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "base/log.h"
@@ -29,6 +31,10 @@ ShmHandle decodeHandle(const std::string& text) {
   if (!in) fail(Code::internal, "malformed host window offer '" + text + "'");
   return h;
 }
+
+// For rank 1 to map the window and answer rank 0's probe (a rank that could not map it never
+// answers: the agreement that follows says why).
+constexpr auto kProbeWait = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -59,17 +65,26 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     if (config.rank == 0) GYRE_LOG(info, who() + ": no host window: " + offer.substr(1));
     return;
   }
-  std::string mine = "1";
+  std::string mine = "1";  // rank 0's also carries the round trip it measured
   try {
     if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
     window.mailbox(config.rank).state->pid = int32_t(getpid());
+    // Where ranks have cores of their own, how far apart ranks 0's and 1's CPUs sit prices the
+    // algorithms (runtime/core/tuner.h). Ranks that share cores would measure the scheduler.
+    if (ranksHaveCores && config.rank == 0) {
+      const double ns =
+          measureRoundTrip(*window.mailbox(0).state, *window.mailbox(1).state, kProbeWait);
+      if (ns > 0) mine.append(" ").append(std::to_string(std::lround(ns)));
+    } else if (ranksHaveCores && config.rank == 1) {
+      answerRoundTrips(*window.mailbox(1).state, *window.mailbox(0).state, 2 * kProbeWait);
+    }
   } catch (const Failure& f) {
     mine = std::string("0") + f.what();
   }
   const auto all = bootstrap->allGather(mine);
   for (int r = 0; r < config.nranks; ++r) {
-    if (all[size_t(r)] == "1") continue;
+    if (all[size_t(r)][0] == '1') continue;
     if (config.rank == 0) {
       GYRE_LOG(info, who() + ": no host window: rank " + std::to_string(r) +
                          " could not map it: " + all[size_t(r)].substr(1));
@@ -82,6 +97,16 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   oneShot = std::make_unique<OneShot>(
       MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, false), config.rank);
   tuner->setOneShot(config.oneShotBytes);
+  // Rank 0's figure, so every rank prices its calls alike.
+  const long roundTripNs = all[0].size() > 2 ? std::atol(all[0].c_str() + 2) : 0;
+  if (roundTripNs > 0) {
+    tuner->setLink(Tuner::sharedMemory(ranksHaveCores, double(roundTripNs)));
+    if (config.rank == 0) {
+      GYRE_LOG(info,
+               who() + ": a cache line between the CPUs of ranks 0 and 1 goes there and back in " +
+                   std::to_string(roundTripNs) + " ns");
+    }
+  }
 }
 
 void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void* recv) {

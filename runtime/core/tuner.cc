@@ -22,10 +22,24 @@ constexpr double kTcpExtraPassBytes = 2.0;
 constexpr double kShmAlphaUs = 1.0;
 constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
 constexpr double kShmBetaBytesUs = 8000.0;
-constexpr double kShmWholeBufferStep = 0.7;
-// Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores;
-// fitted to n = 4 and 8 on 2 cores (docs/tuning.md).
-constexpr double kShmSleepingWholeBufferStep = 1.3;
+// The doubling's one exchange of the whole buffer against the ring's two halves depends on how
+// far apart the ranks' CPUs sit: at n = 2, 16 KiB to 16 MiB, the ring took 0.65-0.75 times the
+// doubling's time where one cache line went between them and back in 70-80 ns, and 1.4-1.6
+// times where it took 290-390 ns (docs/tuning.md). The communicator's probe bounces two lines,
+// one written by each rank: 115-150 ns close, 530-545 far apart on that machine. Unmeasured,
+// the CPUs are taken to be close.
+constexpr double kShmWholeBufferStep = 1.5;
+constexpr double kShmFarWholeBufferStep = 0.7;
+constexpr double kFarRoundTripNs = 300;
+// Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
+// at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
+constexpr double kShmSleepingWholeBufferStep = 2.2;
+// There a tree's inner ranks feed two children from a core they share, while the chain's ranks
+// each pass one slot on (n = 4 and 8 on 2 cores, docs/tuning.md): over shared memory the
+// chain's reduce beat the tree's from 4 KiB up and its broadcast below 32 KiB; over tcp its
+// broadcast up to 256 KiB (1.3-1.5 times faster), while the tree's reduce kept up.
+constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
+constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 1 << 20;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
@@ -82,9 +96,11 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
   }
 }
 
-LinkCost Tuner::tcpLoopback(int coresPerRank) {
-  return {kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
-          std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
+  LinkCost cost{kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
+                std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+  if (!ranksHaveCores) cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
+  return cost;
 }
 
 LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
@@ -111,12 +127,22 @@ int Tuner::channels(size_t bytes) const {
   return int(std::min<size_t>(byBytes, size_t(std::max(1, link_.maxChannels))));
 }
 
-LinkCost Tuner::sharedMemory(bool ranksHaveCores) {
+LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs) {
+  const double wholeBufferStep = !ranksHaveCores                  ? kShmSleepingWholeBufferStep
+                                 : roundTripNs >= kFarRoundTripNs ? kShmFarWholeBufferStep
+                                                                  : kShmWholeBufferStep;
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
-                ranksHaveCores ? kShmWholeBufferStep : kShmSleepingWholeBufferStep,
-                kShmExtraPassBytes};
+                wholeBufferStep, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
+  if (!ranksHaveCores) {
+    cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
+    cost.chainReduces = true;
+  }
   return cost;
+}
+
+void Tuner::setLink(LinkCost link) {
+  link_ = link;
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
@@ -143,7 +169,10 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     switch (coll) {
       case Collective::all_reduce:
       case Collective::reduce:
-        moved = (nn + 1) * b;  // every post read and reduced
+        // Every post read and reduced. Where each rank has a core, its own post stays in its
+        // cache and the ranks read in parallel: the other posts' bytes are what counts (n = 2:
+        // within 1.2 of the best slot algorithm up to 64 KiB, docs/tuning.md).
+        moved = link_.coresShared ? (nn + 1) * b : (nn - 1) * b;
         break;
       case Collective::reduce_scatter:
         moved = b + b / nn;  // the whole buffer posted, this rank's block of each post read
@@ -251,12 +280,20 @@ constexpr Algorithm kAll[] = {
     Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot};
 }
 
-// Where ranks share cores, a one-shot reduce's root waits on posters the scheduler has not
-// run and its time swings from run to run (n = 4 on 2 cores: 0.9x to 1.8x the tree's), while
-// the tree, whose senders run a link's slots ahead, stays steady: the tuner leaves it to the
-// tree there (GYRE_ALGO=oneshot still forces it; docs/tuning.md).
-bool Tuner::candidate(Algorithm a, Collective coll) const {
-  return !(a == Algorithm::oneshot && coll == Collective::reduce && link_.alphaUs > kShmAlphaUs);
+// Where ranks share cores, a one-shot reduce whose payload needs a data block lets its
+// posters run only two calls ahead, then its root waits on posters the scheduler has not run
+// (n = 4 and 8 on 2 cores, 64 B: twice the chain's time), while the slot algorithms, whose
+// senders run a link's slots ahead, stay steady; a payload inlined in the post may run 64
+// calls ahead and wins (8 B: 0.4 times the chain's time). The tuner also leaves reduces and
+// small broadcasts to the chain there (GYRE_ALGO still forces any; docs/tuning.md).
+bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
+  if (a == Algorithm::oneshot && coll == Collective::reduce && link_.coresShared &&
+      bytes > MailPost::kInlineBytes) {
+    return false;
+  }
+  if (a == Algorithm::tree && coll == Collective::reduce && link_.chainReduces) return false;
+  return !(a == Algorithm::tree && coll == Collective::broadcast &&
+           bytes < link_.treeBroadcastFrom);
 }
 
 // On every call: no allocation, no formatting.
@@ -267,7 +304,7 @@ Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
   }
   Choice best{Algorithm::ring, -1, false};
   for (Algorithm a : kAll) {
-    const double t = candidate(a, coll) ? predictUs(a, coll, bytes, n) : -1;
+    const double t = candidate(a, coll, bytes) ? predictUs(a, coll, bytes, n) : -1;
     if (t >= 0 && (best.predictedUs < 0 || t < best.predictedUs)) best = {a, t, false};
   }
   return best;
@@ -280,7 +317,7 @@ std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, 
   why << "predicted";
   const char* separator = " ";
   for (Algorithm a : kAll) {
-    const double t = candidate(a, coll) ? predictUs(a, coll, bytes, n) : -1;
+    const double t = candidate(a, coll, bytes) ? predictUs(a, coll, bytes, n) : -1;
     if (t < 0) continue;
     why << separator << algorithmName(a) << " " << t << " us";
     separator = ", ";

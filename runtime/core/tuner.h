@@ -32,6 +32,11 @@ struct LinkCost {
   bool oneEgress = false;
   // More ranks than cores: a rank often waits for one that shares its core.
   bool coresShared = false;
+  // Where ranks share cores a tree's inner ranks feed two children from a shared core while
+  // a chain's ranks each pass one slot on: broadcasts below this go down the chain, and with
+  // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
+  size_t treeBroadcastFrom = 0;
+  bool chainReduces = false;
 };
 
 struct Choice {
@@ -54,10 +59,12 @@ class Tuner {
   // The tcp figures measured on loopback (docs/tuning.md). `coresPerRank`: the fewest cores
   // any rank has to itself (its cores over the ranks on its host); each tcp stream is copied
   // by one core at each end, so more streams pay only with more cores.
-  static LinkCost tcpLoopback(int coresPerRank = 1);
+  static LinkCost tcpLoopback(int coresPerRank = 1, bool ranksHaveCores = true);
   // Shared memory between ranks on this machine; a step costs a futex wake-up and a trip
-  // through the scheduler unless every rank has a core to poll on.
-  static LinkCost sharedMemory(bool ranksHaveCores);
+  // through the scheduler unless every rank has a core to poll on. `roundTripNs`: a cache
+  // line's round trip between two ranks' CPUs, measured over the host window (0: unmeasured);
+  // far apart, copies through shared memory slow down and fewer, larger steps pay.
+  static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0);
   // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
   // default 10; docs/tuning.md).
   static LinkCost tcpNetwork(int coresPerRank = 1, double gbits = 10);
@@ -69,6 +76,8 @@ class Tuner {
   // Every rank shares a host window whose posts hold `capacity` bytes: the one-shot
   // collectives become candidates for calls whose post fits (0: none).
   void setOneShot(size_t capacity);
+  // Prices every call with `link` from now on (the same on every rank).
+  void setLink(LinkCost link);
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
@@ -83,7 +92,7 @@ class Tuner {
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 
  private:
-  bool candidate(Algorithm a, Collective coll) const;  // for an automatic choice
+  bool candidate(Algorithm a, Collective coll, size_t bytes) const;  // for an automatic choice
   LinkCost link_;
   LinkCost intraHost_{};
   int hosts_ = 1;

@@ -232,6 +232,18 @@ oneshot)
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
+  # Two ranks with a core each: rank 0 measures how far apart their CPUs sit over the window,
+  # and both price their calls with its figure: they pick the same algorithm.
+  if [ "$(nproc)" -ge 2 ]; then
+    GYRE_DEBUG=INFO timeout 60 "$run" -n 2 "$bin/gyre-bench" all_reduce -b 1M -e 1M -n 5 -w 1 >"$out" 2>&1 ||
+      fail "gyre-bench all_reduce at n=2 exited $?"
+    grep -qE '^\[0\] .*rank 0: a cache line between the CPUs of ranks 0 and 1 goes there and back in [1-9][0-9]* ns' "$out" ||
+      fail "rank 0 did not measure the round trip between the ranks' CPUs"
+    picks=$(grep -oE 'rank [01]: all_reduce of 1048576 B at n=2: [a-z]+' "$out" | sed 's/rank [01]: //' | sort -u | wc -l)
+    [ "$picks" -eq 1 ] || fail "ranks 0 and 1 picked different algorithms for 1 MiB"
+  else
+    echo "oneshot: the round-trip probe is not checked: one core, no rank has a core of its own"
+  fi
   kill_in_loop 3 1 --loop 100000000 --loop-count 2
   expect_named 1 all_reduce "0 2" 10000 oneshot
   echo "oneshot: job ended ${ms} ms after the kill (including gyre-run's grace period)"

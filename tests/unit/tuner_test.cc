@@ -61,18 +61,28 @@ TEST_CASE("over tcp the all-reduce takes the doubling, then the ring; never the 
   CHECK(tcp.choose(Collective::all_reduce, 256 << 10, 2).algorithm == Algorithm::ring);
 }
 
-TEST_CASE("over shared memory the doubling's whole-buffer steps cost less than over tcp") {
-  const Tuner shm(Tuner::sharedMemory(true), "", kChunk, kSlot);
+TEST_CASE("over shared memory the doubling pays where the ranks' CPUs sit far apart") {
+  const Tuner close(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
+  const Tuner far(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  const Tuner unmeasured(Tuner::sharedMemory(true), "", kChunk, kSlot);
   const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
-  // Two ranks: one exchange of the whole buffer beats the ring's two halves at every size
-  // measured over shared memory; over tcp only small messages go that way.
-  CHECK(shm.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::doubling);
+  // Two ranks, CPUs close: the ring's two half steps beat one exchange of the whole buffer
+  // from 16 KiB up (measured 0.65-0.75 times its time); far apart, the exchange wins at every
+  // size measured (the ring 1.4-1.6 times slower). Unmeasured counts as close.
+  for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(16) << 20}) {
+    CAPTURE(bytes);
+    CHECK(close.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    CHECK(unmeasured.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    CHECK(far.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::doubling);
+  }
   CHECK(tcp.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::ring);
   // More ranks: the doubling's log n whole-buffer steps lose for large buffers.
-  CHECK(shm.choose(Collective::all_reduce, 8, 8).algorithm == Algorithm::doubling);
-  CHECK(shm.choose(Collective::all_reduce, 64 << 20, 8).algorithm != Algorithm::doubling);
+  for (const Tuner* shm : {&close, &far}) {
+    CHECK(shm->choose(Collective::all_reduce, 8, 8).algorithm == Algorithm::doubling);
+    CHECK(shm->choose(Collective::all_reduce, 64 << 20, 8).algorithm != Algorithm::doubling);
+  }
   // A step costs a microsecond, not tcp's seven.
-  CHECK(shm.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) <
+  CHECK(close.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) <
         tcp.predictUs(Algorithm::doubling, Collective::all_reduce, 8, 2) / 5);
 }
 
@@ -97,13 +107,45 @@ TEST_CASE("tcp rings per call: one per core each rank has to itself, each carryi
 
 TEST_CASE("ranks sharing cores: the doubling's whole-buffer steps cost more") {
   const size_t mib = size_t(1) << 20;
-  const Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  const Tuner roomy(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
   const Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
   // Partners reduce at the same time on the same cores: 16 MiB at n = 4 measured 2.5 times the
-  // ring's time with the doubling on 2 cores.
+  // ring's time with the doubling on 2 cores. With cores of their own and far apart, the
+  // doubling's two exchanges win.
   CHECK(roomy.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::doubling);
   CHECK(sleeping.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::ring);
   CHECK(sleeping.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
+  // 256 KiB at n = 4 and 8: the ring took 0.4-0.7 times the doubling's time.
+  CHECK(sleeping.choose(Collective::all_reduce, 256 << 10, 4).algorithm == Algorithm::ring);
+  CHECK(sleeping.choose(Collective::all_reduce, 256 << 10, 8).algorithm == Algorithm::ring);
+}
+
+TEST_CASE("ranks sharing cores: reduces and small broadcasts go down the chain, not a tree") {
+  const Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
+  const Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
+  for (int n : {4, 8}) {
+    CAPTURE(n);
+    for (size_t bytes : {size_t(8), size_t(4) << 10, size_t(256) << 10, size_t(16) << 20}) {
+      CAPTURE(bytes);
+      CHECK(sleeping.choose(Collective::reduce, bytes, n).algorithm != Algorithm::tree);
+    }
+    CHECK(sleeping.choose(Collective::broadcast, 4 << 10, n).algorithm != Algorithm::tree);
+    // Larger broadcasts and ranks with cores still price the tree.
+    CHECK(sleeping.predictUs(Algorithm::tree, Collective::broadcast, 32 << 10, n) > 0);
+    CHECK(roomy.choose(Collective::broadcast, 4 << 10, 8).algorithm == Algorithm::tree);
+  }
+  // Over tcp the chain takes broadcasts up to 1 MiB there; the tree keeps its reduces.
+  const Tuner tcpShared(Tuner::tcpLoopback(1, false), "", kChunk, kSlot);
+  const Tuner tcpRoomy(Tuner::tcpLoopback(1, true), "", kChunk, kSlot);
+  for (size_t bytes : {size_t(8), size_t(4) << 10, size_t(256) << 10}) {
+    CAPTURE(bytes);
+    CHECK(tcpShared.choose(Collective::broadcast, bytes, 4).algorithm == Algorithm::ring);
+    CHECK(tcpRoomy.choose(Collective::broadcast, bytes, 4).algorithm == Algorithm::tree);
+  }
+  CHECK(tcpShared.choose(Collective::reduce, 8, 4).algorithm == Algorithm::tree);
+  // Forced, the tree still runs.
+  const Tuner forced(Tuner::sharedMemory(false), "tree", kChunk, kSlot);
+  CHECK(forced.choose(Collective::reduce, 8, 4).algorithm == Algorithm::tree);
 }
 
 TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post") {
@@ -200,14 +242,24 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   // An all-gather's post is one rank's block: 64 KiB each at n = 4 still fits.
   CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10), 4) > 0);
   CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10) + 4, 4) < 0);
-  // Ranks sharing cores: a reduce keeps the tree, whose senders run ahead.
+  // Ranks sharing cores: a reduce uses the window only while its payload fits in the post.
   Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
   shared.setOneShot(64 << 10);
-  CHECK(shared.choose(Collective::reduce, 8, 4).algorithm != Algorithm::oneshot);
+  CHECK(shared.choose(Collective::reduce, 8, 4).algorithm == Algorithm::oneshot);
+  CHECK(shared.choose(Collective::reduce, MailPost::kInlineBytes + 4, 4).algorithm !=
+        Algorithm::oneshot);
   CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
   Tuner sharedForced(Tuner::sharedMemory(false), "oneshot", kChunk, kSlot);
   sharedForced.setOneShot(64 << 10);
-  CHECK(sharedForced.choose(Collective::reduce, 8, 4).algorithm == Algorithm::oneshot);
+  CHECK(sharedForced.choose(Collective::reduce, 64, 4).algorithm == Algorithm::oneshot);
+  // Two ranks with cores: the window while the post fits (4 KiB: 0.8-1.1 us against the slot
+  // algorithms' 1.0-1.6), the ring's half steps beyond.
+  for (size_t bytes : {size_t(4) << 10, size_t(16) << 10, size_t(64) << 10}) {
+    CAPTURE(bytes);
+    CHECK(t.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::oneshot);
+    CHECK(t.choose(Collective::reduce, bytes, 2).algorithm == Algorithm::oneshot);
+  }
+  CHECK(t.choose(Collective::all_reduce, 128 << 10, 2).algorithm == Algorithm::ring);
   // Forced where it applies; elsewhere the tuner chooses.
   Tuner forced(Tuner::sharedMemory(true), "oneshot", kChunk, kSlot);
   forced.setOneShot(64 << 10);

@@ -41,11 +41,13 @@ for n in ${ranks//,/ }; do
     for _ in ${algos//,/ } tuned pick x y; do printf -- "---:|"; done
     echo
     : >"$work/rows"
+    : >"$work/trips"
     for ((p = 0; p < procs; p++)); do
       GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --no-prefix "$bin/gyre-bench" "$coll" \
         --algos "$algos,tuned" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
         --rounds "$rounds" 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
       grep -v '^#' "$work/out" >>"$work/rows"
+      { grep -oE 'goes there and back in [0-9]+ ns' "$work/log" || true; } | awk '{print $6}' >>"$work/trips"
     done
     # Rank 0's log names each pick: "rank 0: <coll> of <bytes> B at n=<n>: <algo> (predicted ...".
     awk -v coll="$coll" -v algos="$algos" '
@@ -82,5 +84,7 @@ for n in ${ranks//,/ }; do
             m[k + 2] / best
         }
       }' "$work/log" "$work/rows"
+    # Each communicator's set-up probe (ranks with cores): the tuner prices with it.
+    sort -n "$work/trips" | awk '{ v[NR] = $1 } END { if (NR) printf "\nranks 0 and 1 at set-up: a cache line there and back in %s-%s ns (%d probes; 300 and up counts as far apart)\n", v[1], v[NR], NR }'
   done
 done
