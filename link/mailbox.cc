@@ -38,15 +38,17 @@ constexpr uint32_t kProbeDone = 0xffffffff;
 // lose the CPU for a while.
 constexpr int kProbeBatches = 8;
 constexpr uint32_t kProbeTrips = 250;
-// Spins between looks at the clock, which would otherwise add its own cost to every trip.
+// Spins between looks at the clock, which would otherwise add its own cost to every trip. (Not
+// pollFor: its pause between looks would add to the round trip measured.)
 constexpr uint32_t kSpinsPerClockLook = 1024;
 
-// Until `word` holds `value` (or kProbeDone): false once `until` has passed.
-bool awaitBall(const std::atomic<uint32_t>& word, uint32_t value, Clock::time_point until) {
+// Until `word` holds `value` (or kProbeDone): what it holds, or 0 (never a ball) once `until`
+// has passed.
+uint32_t awaitBall(const std::atomic<uint32_t>& word, uint32_t value, Clock::time_point until) {
   for (uint32_t spins = 1;; ++spins) {
     const uint32_t v = word.load(std::memory_order_acquire);
-    if (v == value || v == kProbeDone) return true;
-    if (spins % kSpinsPerClockLook == 0 && Clock::now() >= until) return false;
+    if (v == value || v == kProbeDone) return v;
+    if (spins % kSpinsPerClockLook == 0 && Clock::now() >= until) return 0;
   }
 }
 
@@ -60,7 +62,7 @@ double measureRoundTrip(MailState& self, const MailState& partner, Clock::durati
     const auto start = Clock::now();
     for (uint32_t i = 0; i < kProbeTrips; ++i) {
       self.probe.store(++ball, std::memory_order_release);
-      if (!awaitBall(partner.probe, ball, until)) {
+      if (awaitBall(partner.probe, ball, until) == 0) {
         self.probe.store(kProbeDone, std::memory_order_release);
         return 0;
       }
@@ -78,9 +80,8 @@ void answerRoundTrips(MailState& self, const MailState& partner, Clock::duration
   const auto until = Clock::now() + wait;
   uint32_t ball = 0;
   while (true) {
-    if (!awaitBall(partner.probe, ball + 1, until)) return;
-    const uint32_t v = partner.probe.load(std::memory_order_acquire);
-    if (v == kProbeDone) return;
+    const uint32_t v = awaitBall(partner.probe, ball + 1, until);
+    if (v == 0 || v == kProbeDone) return;
     ball = v;
     self.probe.store(ball, std::memory_order_release);
   }

@@ -47,6 +47,15 @@ constexpr double kNetAlphaUs = 15.0;
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
 constexpr double kOneShotStep = 0.3;
 
+// Where ranks share cores, the ranks of a window broadcast or reduce that only post (its root,
+// its non-roots) run up to 64 calls ahead while the payload is inlined in the post, but only
+// kMailData calls once it needs a data block: then they wait for readers the scheduler has not
+// run, which share their cores, while a slot algorithm's senders run a link's slots ahead.
+bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes) {
+  return link.coresShared && bytes > MailPost::kInlineBytes &&
+         (coll == Collective::broadcast || coll == Collective::reduce);
+}
+
 double log2Ceil(int n) {
   int steps = 0;
   while ((1 << steps) < n) ++steps;
@@ -158,13 +167,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     const size_t perRank = coll == Collective::all_gather ? bytes / size_t(n) : bytes;
     // Nothing to move: the slot algorithms return at once, as a call of count 0 should.
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
-    // A broadcast root whose payload needs a data block can run only kMailData calls ahead,
-    // then waits for readers, which where cores are shared run on its own core; the ring's
-    // root runs a link's slots ahead. 1.6 times the ring's time at n = 4 on 2 cores from
-    // 32 B to 64 KiB (docs/tuning.md); the payload inlined in the post still wins.
-    if (coll == Collective::broadcast && link_.coresShared && bytes > MailPost::kInlineBytes) {
-      return -1;
-    }
+    // Such a broadcast took 1.6 times the ring's time at n = 4 on 2 cores from 32 B to 64 KiB
+    // (docs/tuning.md): not even forced.
+    if (coll == Collective::broadcast && windowPostersStall(link_, coll, bytes)) return -1;
     double moved = 0;
     switch (coll) {
       case Collective::all_reduce:
@@ -280,15 +285,13 @@ constexpr Algorithm kAll[] = {
     Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot};
 }
 
-// Where ranks share cores, a one-shot reduce whose payload needs a data block lets its
-// posters run only two calls ahead, then its root waits on posters the scheduler has not run
-// (n = 4 and 8 on 2 cores, 64 B: twice the chain's time), while the slot algorithms, whose
-// senders run a link's slots ahead, stay steady; a payload inlined in the post may run 64
-// calls ahead and wins (8 B: 0.4 times the chain's time). The tuner also leaves reduces and
-// small broadcasts to the chain there (GYRE_ALGO still forces any; docs/tuning.md).
+// Where ranks share cores, a window reduce whose posters stall took twice the chain's time
+// (n = 4 and 8 on 2 cores, 64 B), one inlined in the post 0.4 times (8 B); the tuner also
+// leaves reduces and small broadcasts to the chain there (GYRE_ALGO still forces any;
+// docs/tuning.md).
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
-  if (a == Algorithm::oneshot && coll == Collective::reduce && link_.coresShared &&
-      bytes > MailPost::kInlineBytes) {
+  if (a == Algorithm::oneshot && coll == Collective::reduce &&
+      windowPostersStall(link_, coll, bytes)) {
     return false;
   }
   if (a == Algorithm::tree && coll == Collective::reduce && link_.chainReduces) return false;
