@@ -60,33 +60,55 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
+// The blocks start, start+1, ... start+blocks-1 (mod n) of an all-gather's output as at most
+// two contiguous runs (the second where they wrap past rank n-1), each cut into pieces of at
+// most `chunkElems`. Sender and receiver of a Bruck step name the same blocks, so they cut
+// them alike: one message per piece, not one per block.
+struct BlockRun {
+  size_t headElems, tailElems, chunkElems, startElem;
+  GYRE_HD BlockRun(int start, int blocks, int n, size_t count, size_t chunk)
+      : headElems(size_t(blocks < n - start ? blocks : n - start) * count),
+        tailElems(size_t(blocks) * count - headElems),
+        chunkElems(chunk),
+        startElem(size_t(start) * count) {}
+  GYRE_HD size_t headPieces() const { return divUp(headElems, chunkElems); }
+  GYRE_HD size_t pieces() const { return headPieces() + divUp(tailElems, chunkElems); }
+  // Piece k as (offset, length) in elements of the output.
+  GYRE_HD size_t offset(size_t k) const {
+    const size_t h = headPieces();
+    return k < h ? startElem + k * chunkElems : (k - h) * chunkElems;
+  }
+  GYRE_HD size_t length(size_t k) const {
+    const size_t h = headPieces();
+    return k < h ? min_(chunkElems, headElems - k * chunkElems)
+                 : min_(chunkElems, tailElems - (k - h) * chunkElems);
+  }
+};
+
 // recv[r*count + i] = send of rank r [i] (Bruck): after the step at distance d a rank holds
 // the blocks of ranks rank .. rank+2d-1; it sends the ones it has to rank-d and receives the
-// next ones from rank+d. A block goes in pieces of at most `chunkElems`, streamed: piece
-// k + ahead leaves before piece k is awaited, so at most ahead + 1 pieces wait on a link
-// whatever n and count (sending a whole step before receiving would need n/2 slots).
+// next ones from rank+d, each step's blocks as one or two contiguous runs. The runs go in
+// pieces of at most `chunkElems`, streamed: piece k + ahead leaves before piece k is awaited,
+// so at most ahead + 1 pieces wait on a link whatever n and count (sending a whole step before
+// receiving would need n/2 slots). A rank's send and receive runs may wrap at different
+// blocks and so differ by a piece; each is matched exactly by its partner's.
 template <class Prims>
 GYRE_HD void doublingAllGather(Prims& p, int rank, int n, size_t count, size_t chunkElems,
                                int ahead) {
   p.localCopy(0, size_t(rank) * count, count);
   if (n == 1 || count == 0) return;
   p.useOutputAsInput();
-  const size_t perBlock = divUp(count, chunkElems);
   for (int dist = 1; dist < n; dist *= 2) {
     const int to = mod(rank - dist, n), from = mod(rank + dist, n);
-    const size_t pieces = size_t(dist < n - dist ? dist : n - dist) * perBlock;
+    const int blocks = dist < n - dist ? dist : n - dist;
+    const BlockRun out(rank, blocks, n, count, chunkElems), in(from, blocks, n, count, chunkElems);
+    const size_t sends = out.pieces(), recvs = in.pieces();
     p.setPeers(&from, 1, &to, 1);
-    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
-      if (k < pieces) {
-        const int block = int(k / perBlock);
-        const size_t at = (k % perBlock) * chunkElems;
-        p.send(size_t(mod(rank + block, n)) * count + at, min_(chunkElems, count - at));
-      }
-      if (k >= size_t(ahead)) {
+    for (size_t k = 0; k < (sends > recvs ? sends : recvs) + size_t(ahead); ++k) {
+      if (k < sends) p.send(out.offset(k), out.length(k));
+      if (k >= size_t(ahead) && k - size_t(ahead) < recvs) {
         const size_t j = k - size_t(ahead);
-        const int block = int(j / perBlock);
-        const size_t at = (j % perBlock) * chunkElems;
-        p.recv(size_t(mod(rank + dist + block, n)) * count + at, min_(chunkElems, count - at));
+        p.recv(in.offset(j), in.length(j));
       }
     }
   }

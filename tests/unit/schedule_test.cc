@@ -211,6 +211,34 @@ TEST_CASE("all_gather: Bruck with many ranks and links of two slots") {
   }
 }
 
+// A Bruck step sends its blocks as one or two runs (two where they wrap past the last rank),
+// not a message per block: small all-gathers pay a latency per run, so this is their cost.
+TEST_CASE("all_gather: Bruck sends a step's blocks as at most two messages") {
+  for (int n : {5, 8, 13}) {
+    CAPTURE(n);
+    const size_t count = 3;
+    FakeNetwork net(n, /*slotElems=*/count * size_t(n), /*nSlots=*/2);
+    Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+    std::vector<size_t> calls(n);
+    runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+      algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/1);
+      calls[r] = p.calls;
+    });
+    int steps = 0;
+    while ((1 << steps) < n) ++steps;
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      for (int src = 0; src < n; ++src)
+        for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
+      // The local copy, then per step a send and a receive of one or two runs each.
+      CHECK(calls[r] >= size_t(1 + 2 * steps));
+      CHECK(calls[r] <= size_t(1 + 4 * steps));
+    }
+    // Rank 0's blocks never wrap: one message each way per step.
+    CHECK(calls[0] == size_t(1 + 2 * steps));
+  }
+}
+
 TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
   for (int n = 1; n <= 7; ++n) {
     CAPTURE(n);
