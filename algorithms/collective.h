@@ -13,7 +13,9 @@
 namespace gyre {
 
 // oneshot: every rank posts once into a host window and reads the others' posts
-// (algorithms/oneshot.h); host-only, the runtime runs it before any plan.
+// (algorithms/oneshot.h); directRead: every rank reads the others' inputs through the kernel
+// and reduces them itself (all-reduce over a host window). Both host-only: the runtime runs
+// them before any plan.
 enum class Algorithm : uint8_t {
   ring,
   tree,
@@ -21,7 +23,8 @@ enum class Algorithm : uint8_t {
   pairwise,
   dissemination,
   hierarchical,
-  oneshot
+  oneshot,
+  directRead
 };
 
 struct CollectivePlan {

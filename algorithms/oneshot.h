@@ -40,6 +40,18 @@ class OneShot {
   // calls in the same order. Throws Failure naming the rank that failed or disagreed.
   void run(const OpContext& ctx, const void* send, void* recv);
 
+  // The direct-read all-reduce (ctx.desc is one): every rank posts where its input lies, reads
+  // every other rank's input from there through the kernel (process_vm_readv) in pieces that
+  // stay in its cache, and reduces them in rank order itself, so all get the same bits. No
+  // line of the data is written by one CPU and read by another within the call: its pace does
+  // not depend on how far apart the CPUs sit, where a copy through slots or posts slows down
+  // several times. A rank returns once every other has read its input. In place, a rank
+  // reads the others' inputs a block at a time and overwrites a block of its own only once
+  // every other has read it. Only after enableDirectRead() (every rank may read every other).
+  void readAllReduce(const OpContext& ctx, const void* send, void* recv);
+  void enableDirectRead() { directRead_ = true; }
+  uint64_t directReads() const { return directReads_; }
+
   // Tells ranks waiting on this one that it failed with `s`: they stop now, naming it.
   void markFailed(const Status& s);
   // The same when this rank's communicator goes away (a no-op after a failure).
@@ -56,12 +68,18 @@ class OneShot {
 
   // Waits for `peer`'s post of `call` in post `slot` and checks its header, `late` when `call`
   // is an earlier one than ctx's (a deferred check); returns where its payload is.
+  // `kind`: what the post must be (kWindowPost, or kDirectReadPost: an input's address).
   const std::byte* awaitPost(const OpContext& ctx, const OpDesc& call, int slot, int peer,
-                             uint32_t bytes, bool late = false);
+                             uint32_t bytes, bool late = false, uint32_t kind = kWindowPost);
   const std::byte* awaitPost(const OpContext& ctx, int peer, uint32_t bytes) {
     return awaitPost(ctx, ctx.desc, post_, peer, bytes);
   }
-  void post(const OpContext& ctx, const void* payload, uint32_t bytes);
+  void post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind = kWindowPost);
+  // readAllReduce's parts: reads `bytes` at `address` of `peer`'s memory, naming it on
+  // failure; says this rank has read `mark` (readMark) of every input; waits until `peer` has.
+  void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes);
+  void publishReads(uint64_t mark);
+  void awaitReads(const OpContext& ctx, int peer, uint64_t mark);
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
   // and, with `probe`, checks later ones whose posts are all there.
   void checkUnchecked(const OpContext& ctx, uint64_t through, bool probe);
@@ -74,8 +92,14 @@ class OneShot {
   void waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
                  std::atomic<uint32_t>& word);
 
+  static constexpr uint32_t kWindowPost = 0, kDirectReadPost = 1;
+
   MailboxWindow window_;
   int rank_;
+  bool directRead_ = false;
+  uint64_t directReads_ = 0;  // calls run by readAllReduce
+  std::vector<uint64_t> peerInputs_;  // readAllReduce: where each rank's input lies
+  std::vector<std::byte> scratch_;    // readAllReduce: the pieces read, and a copy of its own
   Mailbox self_;
   std::vector<Mailbox> boxes_;
   std::vector<uint64_t> knownDone_;      // per rank: the newest call it is known to have finished

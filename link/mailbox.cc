@@ -1,6 +1,7 @@
 #include "link/mailbox.h"
 
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,7 +26,7 @@ struct alignas(64) WindowHeader {
   uint32_t reserved;
   uint64_t capacity;
 };
-constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '3'};
+constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '4'};
 
 size_t perRankBytes(size_t capacity) {
   return kMailPosts * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) +
@@ -53,6 +54,27 @@ uint32_t awaitBall(const std::atomic<uint32_t>& word, uint32_t value, Clock::tim
 }
 
 }  // namespace
+
+std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<std::byte*>(into) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::string("process_vm_readv: ") + std::strerror(errno);
+    if (n == 0) return "process_vm_readv read nothing";
+    done += size_t(n);
+  }
+  return {};
+}
+
+std::string checkReadsPeer(const MailState& peer) {
+  int32_t pid = 0;
+  std::string error = readPeerMemory(peer.pid, &pid, peer.pidAddress, sizeof pid);
+  if (error.empty() && pid != peer.pid) error = "read " + std::to_string(pid) + ", not its pid";
+  return error;
+}
 
 double measureRoundTrip(MailState& self, const MailState& partner, Clock::duration wait) {
   const auto until = Clock::now() + wait;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "base/wait.h"
 #include "link/slot.h"
@@ -26,8 +27,8 @@ constexpr int kMailData = 2;
 struct alignas(64) MailPost {
   static constexpr size_t kInlineBytes = 24;
   std::atomic<uint32_t> flag{0};  // the call this post holds (low 32 bits of its seq)
-  uint32_t reserved = 0;
-  SlotMeta meta;  // the call and its payload's bytes, compared by every reader
+  uint32_t kind = 0;  // what the payload is: the call's data (0), or where a buffer lies (1)
+  SlotMeta meta;      // the call and its payload's bytes, compared by every reader
   std::byte inlined[kInlineBytes];
 };
 static_assert(sizeof(MailPost) == 64, "a post's head is one cache line");
@@ -39,7 +40,21 @@ struct alignas(64) MailState {
   int32_t pid = 0;                    // the owner, for liveness checks
   std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
   std::atomic<uint32_t> probe{0};     // at set-up: the round-trip probe's ball (below)
+  // A direct-read all-reduce (algorithms/oneshot.h): the seq of the last one in which this
+  // rank read every other rank's input, and a futex word that moves with it.
+  std::atomic<uint64_t> readsDone{0};
+  std::atomic<uint32_t> readsMoved{0};
+  uint32_t reserved = 0;
+  uint64_t pidAddress = 0;  // where `pid` lies in the owner's memory: a peer reads it at set-up
 };
+static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
+
+// Reads `bytes` at `address` of process `pid` into `into` through the kernel
+// (process_vm_readv); "" or why not.
+std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes);
+// Whether this process may read `peer`'s memory: its `pid`, read where its owner says it lies,
+// is the one the window shows. "" or why not.
+std::string checkReadsPeer(const MailState& peer);
 struct alignas(64) MailFailure {
   std::atomic<uint32_t> code{0};  // non-zero (a gyre Code): this rank failed; message is set
   int32_t lostRank = -1;

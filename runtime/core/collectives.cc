@@ -112,7 +112,9 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
 void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const void* send,
                                     void* recv) {
   const Algorithm algorithm = choose(ctx.desc.coll, bytes);
-  if (algorithm == Algorithm::oneshot) return runOneShot(ctx, send, recv);
+  if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
+    return runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
+  }
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
   runChannels(ctx, plan.channels, [&](const OpContext& cctx, int c) {

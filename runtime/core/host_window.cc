@@ -69,7 +69,9 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   try {
     if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
-    window.mailbox(config.rank).state->pid = int32_t(getpid());
+    MailState& state = *window.mailbox(config.rank).state;
+    state.pid = int32_t(getpid());
+    state.pidAddress = reinterpret_cast<uintptr_t>(&state.pid);
     // Where ranks have cores of their own, how far apart ranks 0's and 1's CPUs sit prices the
     // algorithms (runtime/core/tuner.h). Ranks that share cores would measure the scheduler.
     if (ranksHaveCores && config.rank == 0) {
@@ -97,6 +99,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   oneShot = std::make_unique<OneShot>(
       MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, false), config.rank);
   tuner->setOneShot(config.oneShotBytes);
+  enableDirectRead();
   // Rank 0's figure, so every rank prices its calls alike.
   const long roundTripNs = all[0].size() > 2 ? std::atol(all[0].c_str() + 2) : 0;
   if (roundTripNs > 0) {
@@ -109,7 +112,36 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   }
 }
 
-void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void* recv) {
+// The direct-read all-reduce needs every rank to read every other's memory through the kernel
+// (same user, ptrace allowed): each tries, and one more exchange makes it all ranks' or none's.
+void Communicator::Impl::enableDirectRead() {
+  const MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
+  std::string mine = "1";
+  for (int r = 0; r < config.nranks && mine == "1"; ++r) {
+    if (r == config.rank) continue;
+    const std::string why = checkReadsPeer(*window.mailbox(r).state);
+    if (!why.empty()) mine = "0rank " + std::to_string(r) + ": " + why;
+  }
+  const auto all = bootstrap->allGather(mine);
+  for (int r = 0; r < config.nranks; ++r) {
+    if (all[size_t(r)][0] == '1') continue;
+    if (config.rank == 0) {
+      GYRE_LOG(info, who() + ": no direct-read all-reduce: rank " + std::to_string(r) +
+                         " cannot read the memory of " + all[size_t(r)].substr(1));
+    }
+    return;
+  }
+  oneShot->enableDirectRead();
+  tuner->setDirectRead(true);
+}
+
+uint64_t Communicator::directReads() const {
+  std::lock_guard lock(impl_->opMutex);
+  return impl_->oneShot ? impl_->oneShot->directReads() : 0;
+}
+
+void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void* recv,
+                                    bool directRead) {
   // A call the ranks disagreed on may have left data in a link (a scatter where each rank was
   // its own root only sends). Link calls find it in their next slot; a window call does not
   // read the links, so it looks: a slot of this call or an earlier one is such data. A peer
@@ -124,7 +156,11 @@ void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void
                                   " but rank " + std::to_string(conn->peer()) + " sent data for " +
                                   describeOp(meta));
   }
-  oneShot->run(ctx, send, recv);
+  if (directRead) {
+    oneShot->readAllReduce(ctx, send, recv);
+  } else {
+    oneShot->run(ctx, send, recv);
+  }
 }
 
 }  // namespace gyre

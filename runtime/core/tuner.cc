@@ -31,6 +31,14 @@ constexpr double kShmBetaBytesUs = 8000.0;
 constexpr double kShmWholeBufferStep = 1.5;
 constexpr double kShmFarWholeBufferStep = 0.7;
 constexpr double kFarRoundTripNs = 300;
+// Far apart, every line a slot or a post carries crosses at that distance twice (written on
+// one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
+// 1400-1900 bytes/us against 8000 close (docs/tuning.md).
+constexpr double kShmFarBetaBytesUs = 1500.0;
+// The direct read (algorithms/oneshot.h): n = 2 all-reduce, 4 KiB to 1 MiB, took 2.3-2.9 us
+// at 4 KiB and 176-207 us at 1 MiB in either placement (docs/tuning.md).
+constexpr double kDirectReadFixedUs = 1.8;
+constexpr double kDirectReadBytesUs = 6000.0;
 // Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
 // at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
 constexpr double kShmSleepingWholeBufferStep = 2.2;
@@ -80,6 +88,8 @@ const char* algorithmName(Algorithm a) {
       return "hier";
     case Algorithm::oneshot:
       return "oneshot";
+    case Algorithm::directRead:
+      return "read";
   }
   return "?";
 }
@@ -98,6 +108,8 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
     forcedAlgorithm_ = Algorithm::hierarchical;
   } else if (forced == "oneshot") {
     forcedAlgorithm_ = Algorithm::oneshot;
+  } else if (forced == "read") {
+    forcedAlgorithm_ = Algorithm::directRead;
   } else {
     fail(Code::invalid_argument,
          "algorithm '" + forced +
@@ -125,6 +137,10 @@ void Tuner::setOneShot(size_t capacity) {
   oneShotCapacity_ = capacity;
 }
 
+void Tuner::setDirectRead(bool available) {
+  directRead_ = available;
+}
+
 void Tuner::setHosts(int hosts, int localRanks, LinkCost intraHost) {
   hosts_ = hosts;
   localRanks_ = localRanks;
@@ -140,8 +156,9 @@ LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs) {
   const double wholeBufferStep = !ranksHaveCores                  ? kShmSleepingWholeBufferStep
                                  : roundTripNs >= kFarRoundTripNs ? kShmFarWholeBufferStep
                                                                   : kShmWholeBufferStep;
-  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, kShmBetaBytesUs,
-                wholeBufferStep, kShmExtraPassBytes};
+  const bool far = ranksHaveCores && roundTripNs >= kFarRoundTripNs;
+  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs,
+                far ? kShmFarBetaBytesUs : kShmBetaBytesUs, wholeBufferStep, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
@@ -159,6 +176,13 @@ void Tuner::setLink(LinkCost link) {
 double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {
   const double b = double(bytes), lg = log2Ceil(n), nn = n;
   double steps = -1, factor = 0;
+  if (a == Algorithm::directRead) {
+    // Each rank reads the n - 1 other inputs through the kernel in pieces that stay in its
+    // cache and reduces them there: a fixed cost for the system calls and the two waits, then
+    // the bytes read, at a pace that does not depend on where the CPUs sit (docs/tuning.md).
+    if (!directRead_ || coll != Collective::all_reduce || bytes == 0) return -1;
+    return kDirectReadFixedUs + (nn - 1) * b / kDirectReadBytesUs;
+  }
   if (a == Algorithm::oneshot) {
     // One step: every rank posts (copies its payload once) and reads the posts it needs, all
     // at once. The step is a cache line from one core to another, a fraction of a slot
@@ -282,7 +306,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
 namespace {
 constexpr Algorithm kAll[] = {
     Algorithm::ring,          Algorithm::tree,         Algorithm::doubling, Algorithm::pairwise,
-    Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot};
+    Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot,  Algorithm::directRead};
 }
 
 // Where ranks share cores, a window reduce whose posters stall took twice the chain's time
@@ -290,6 +314,9 @@ constexpr Algorithm kAll[] = {
 // leaves reduces and small broadcasts to the chain there (GYRE_ALGO still forces any;
 // docs/tuning.md).
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
+  // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
+  // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
+  if (a == Algorithm::directRead && link_.coresShared) return false;
   if (a == Algorithm::oneshot && coll == Collective::reduce &&
       windowPostersStall(link_, coll, bytes)) {
     return false;

@@ -47,10 +47,10 @@ struct Choice {
 
 class Tuner {
  public:
-  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "hier" or "oneshot"; anything else
-  // throws InvalidArgument. `chunkBytes`: the data a round puts on a link (half a link's slots);
-  // `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on before the next one
-  // arrives).
+  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "hier", "oneshot" or "read";
+  // anything else throws InvalidArgument. `chunkBytes`: the data a round puts on a link (half a
+  // link's slots); `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on before
+  // the next one arrives).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes);
   static constexpr int kMaxAutoChannels = 4;
   // A channel past the first costs a thread per call: it must carry at least this much.
@@ -76,6 +76,9 @@ class Tuner {
   // Every rank shares a host window whose posts hold `capacity` bytes: the one-shot
   // collectives become candidates for calls whose post fits (0: none).
   void setOneShot(size_t capacity);
+  // Every rank may read every other's memory through the kernel (process_vm_readv) and shares
+  // the host window: the direct-read all-reduce becomes a candidate.
+  void setDirectRead(bool available);
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);
 
@@ -98,6 +101,7 @@ class Tuner {
   int hosts_ = 1;
   int localRanks_ = 1;
   size_t oneShotCapacity_ = 0;
+  bool directRead_ = false;
   size_t chunkBytes_;
   size_t slotBytes_;
   bool forced_ = false;

@@ -263,6 +263,7 @@ bool implements(const std::string& algorithm, Collective c) {
     return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
   }
   if (algorithm == "rd") return c == Collective::all_reduce || c == Collective::all_gather;
+  if (algorithm == "read") return c == Collective::all_reduce;
   return true;
 }
 
@@ -307,7 +308,7 @@ std::vector<Case> casesFor(int n, const std::string& algorithm) {
 // from this size are read from the sender's memory (0: none). Returns the slots that were.
 uint64_t runMatrix(int n, const std::string& algorithm, int channels = 0,
                    const std::string& transport = "auto", uint32_t nSlots = 4,
-                   size_t singleCopyBytes = 0) {
+                   size_t singleCopyBytes = 0, uint64_t* directReads = nullptr) {
   CommConfig config = test::tinySlots();
   config.nSlots = nSlots;
   config.shmSingleCopyBytes = singleCopyBytes;
@@ -335,6 +336,7 @@ uint64_t runMatrix(int n, const std::string& algorithm, int channels = 0,
   for (int r = 0; r < n; ++r) {
     CHECK_MESSAGE(failures[r].empty(), failures[r]);
     direct += job.comm(r).directSends();
+    if (directReads) *directReads += job.comm(r).directReads();
   }
   return direct;
 }
@@ -366,6 +368,19 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
+// The all-reduces through the direct read, every other call as with "auto" (in place and out
+// of place, every type and op the matrix has).
+TEST_CASE("matrix: direct-read all-reduce") {
+  uint64_t reads = 0;
+  for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
+  if (test::singleCopyMissing().empty()) {
+    CHECK(reads > 0);
+  } else {
+    MESSAGE("the direct read is off here: " << test::singleCopyMissing());
+    CHECK(reads == 0);
+  }
+}
+
 // Slots of 64 bytes and more leave from the sender's buffer wherever it stays unwritten (the
 // collectives that do not reduce); the others are copied, in the same calls.
 TEST_CASE("matrix: single copy over shared memory") {

@@ -247,6 +247,24 @@ oneshot)
   kill_in_loop 3 1 --loop 100000000 --loop-count 2
   expect_named 1 all_reduce "0 2" 10000 oneshot
   echo "oneshot: job ended ${ms} ms after the kill (including gyre-run's grace period)"
+  # The direct-read all-reduce, forced: in place across several 4 MiB blocks and out of place,
+  # every element checked; then a rank killed in a loop of them is named by the others.
+  GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" all_reduce \
+    -b 12 -e 10M -f 9.3 -n 2 -w 1 --inplace -d int32 >"$out" 2>&1 || fail "gyre-bench --inplace exited $?"
+  if grep -q "no direct-read all-reduce" "$out"; then
+    echo "oneshot: the direct read is not checked: $(grep -o 'no direct-read all-reduce.*' "$out" | head -1)"
+  else
+    GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_reduce \
+      -b 12 -e 10M -f 9.3 -n 2 -w 1 -d float -o avg >>"$out" 2>&1 || fail "gyre-bench (read) exited $?"
+    [ "$(grep -cE 'all_reduce of [0-9]+ B at n=[23]: read \(forced' "$out")" -ge 10 ] ||
+      fail "the all-reduces did not use the direct read"
+    rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
+    bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+    [ "$rows" -eq 14 ] && [ "$bad" -eq 0 ] || fail "direct read: $rows rows, $bad with #wrong != 0"
+    GYRE_ALGO=read kill_in_loop 3 2 --loop 100000000 --loop-count 300000
+    expect_named 2 all_reduce "0 1" 10000 "direct read"
+    echo "oneshot: direct read: job ended ${ms} ms after the kill"
+  fi
   ;;
 stop)
   # A rank stops itself (SIGSTOP) between two collectives: the others time out naming it and
