@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,6 +44,18 @@ constexpr unsigned char kPoison = 0xA5;
 #define OK(call) REQUIRE_MESSAGE((call) == gyreSuccess, std::string(gyreGetLastError(nullptr)))
 #define CUDA_OK(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
 
+// Device buffers whose rank is done with them: freed only once every rank's thread is (Job::run),
+// since cudaFree synchronizes the whole device. In one process that waits for every other
+// rank's stream, which may wait for a host flag that rank's worker sets only once the driver
+// lock cudaFree holds is free (a reduce's non-root returns before its root, docs/cuda.md).
+std::mutex gUnfreedMutex;
+std::vector<void*> gUnfreed;
+void freeUnfreed() {
+  std::lock_guard lock(gUnfreedMutex);
+  for (void* p : gUnfreed) cudaFree(p);
+  gUnfreed.clear();
+}
+
 // A device buffer, poisoned when made. Its copies synchronize the legacy default stream only:
 // a device-wide synchronization in one rank's thread would wait for another rank's stream,
 // which may be waiting for this rank's next call (docs/cuda.md).
@@ -53,7 +66,10 @@ struct DeviceBuffer {
     CUDA_OK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
     poison();
   }
-  ~DeviceBuffer() { cudaFree(p); }
+  ~DeviceBuffer() {
+    std::lock_guard lock(gUnfreedMutex);
+    gUnfreed.push_back(p);
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void poison() {
@@ -100,11 +116,16 @@ struct Job {
   }
   ~Job() {
     for (auto s : streams) cudaStreamSynchronize(s);
+    freeUnfreed();
     for (auto c : comms)
       if (c) gyreCommDestroy(c);
   }
   int size() const { return int(comms.size()); }
-  void run(const std::function<void(int)>& body) { gyre::test::onThreads(size(), body); }
+  void run(const std::function<void(int)>& body) {
+    gyre::test::onThreads(size(), body);
+    for (auto s : streams) cudaStreamSynchronize(s);
+    freeUnfreed();
+  }
 };
 
 // The bytes rank `rank` contributes: `count` elements of data's global indices from `first`.
@@ -601,9 +622,11 @@ TEST_CASE("device memory with no stream runs on the default stream") {
   checkBytes(recv.download(), 0, expectedOf(data, 0, count), "default stream");
 }
 
+// Large enough that the receivers read the senders' buffers through the kernel (single copy,
+// the direct reads) where the tuner or GYRE_ALGO picks them.
 TEST_CASE("pinned and managed memory with no stream are host memory: blocking calls") {
   gyre::test::ThreadJob job(2, gyre::test::tinySlots(20000ms), "cuda-buffers");
-  const size_t count = 1001;
+  const size_t count = 300001;
   float* pinned[2] = {};
   float* managed[2] = {};
   for (int r = 0; r < 2; ++r) {
