@@ -224,126 +224,36 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
   return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[block_];
 }
 
-// ---- the direct-read all-reduce ---------------------------------------------------------------
-
-namespace {
-// Pieces of a peer's input read at once: small enough that a piece of every input stays in
-// this core's cache while it is reduced, large enough that the system call is a small part.
-constexpr size_t kReadPieceBytes = 64 << 10;
-// In place, the blocks a rank reads of every other input before it overwrites its own.
-constexpr size_t kReadBlockBytes = 4 << 20;
-// readsDone: the call's seq and the blocks of it read (all of them: kAllBlocks).
-constexpr uint64_t kAllBlocks = (uint64_t(1) << 24) - 1;
-uint64_t readMark(uint64_t seq, uint64_t blocks) {
-  return (seq << 24) | blocks;
-}
-}  // namespace
-
-void OneShot::readAllReduce(const OpContext& ctx, const void* send, void* recv) {
-  const OpDesc& d = ctx.desc;
-  if (!directRead_) fail(Code::internal, who(ctx) + ": the direct read was not enabled");
-  const int n = window_.nranks();
-  const size_t es = dataTypeSize(d.dtype);
-  const size_t bytes = d.count * es;
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
-  const bool inPlace = in == out;
-  post_ = int(calls_ % kMailPosts);
-  block_ = int(calls_ % kMailData);
-  if (!unchecked_.empty()) checkUnchecked(ctx, postUse_[size_t(post_)], /*probe=*/false);
-  const uint64_t where = reinterpret_cast<uintptr_t>(send);
-  post(ctx, &where, sizeof where, kDirectReadPost);
-  peerInputs_.assign(size_t(n), where);
-  for (int r = 0; r < n; ++r) {
-    if (r == rank_) continue;
-    std::memcpy(&peerInputs_[size_t(r)],
-                awaitPost(ctx, d, post_, r, sizeof where, false, kDirectReadPost), sizeof where);
-  }
-  const size_t piece = std::max(es, kReadPieceBytes / es * es);
-  const size_t block = inPlace ? std::max(piece, kReadBlockBytes / piece * piece) : piece;
-  // Every other rank's part of a block, then (in place) a piece of this rank's own input.
-  const size_t stride = block;
-  scratch_.resize(size_t(n) * stride + (inPlace ? piece : 0));
-  auto& src = posts_;  // each rank's part of the piece being reduced
-  const bool avg = d.op == RedOp::avg;
-  uint64_t blocks = 0;
-  for (size_t at = 0; at < bytes; at += block) {
-    const size_t len = std::min(block, bytes - at);
-    for (size_t off = 0; off < len; off += piece) {
-      const size_t k = std::min(piece, len - off);
-      for (int r = 0; r < n; ++r) {
-        std::byte* mine = scratch_.data() + size_t(r) * stride + (inPlace ? off : 0);
-        if (r != rank_) readPeer(ctx, r, mine, peerInputs_[size_t(r)] + at + off, k);
-        src[size_t(r)] = r == rank_ ? in + at + off : mine;
-      }
-      if (!inPlace) {
-        // This piece of every input is here: reduce it while it is in the cache.
-        for (int r = 1; r < n; ++r) {
-          cpu::reduce(d.dtype, d.op, out + at + off, nullptr, r == 1 ? src[0] : out + at + off,
-                      src[size_t(r)], k / es, avg && r == n - 1 ? n : 0);
-        }
-      }
-    }
-    if (!inPlace) continue;
-    // The others may still read this block of this rank's buffer: overwrite it only once each
-    // has said it read it.
-    publishReads(readMark(d.seq, ++blocks));
-    for (int r = 0; r < n; ++r) {
-      if (r != rank_) awaitReads(ctx, r, readMark(d.seq, blocks));
-    }
-    std::byte* own = scratch_.data() + size_t(n) * stride;
-    for (size_t off = 0; off < len; off += piece) {
-      const size_t k = std::min(piece, len - off);
-      std::memcpy(own, out + at + off, k);  // reduced in rank order, so read before written
-      for (int r = 0; r < n; ++r) {
-        src[size_t(r)] = r == rank_ ? own : scratch_.data() + size_t(r) * stride + off;
-      }
-      for (int r = 1; r < n; ++r) {
-        cpu::reduce(d.dtype, d.op, out + at + off, nullptr, r == 1 ? src[0] : out + at + off,
-                    src[size_t(r)], k / es, avg && r == n - 1 ? n : 0);
-      }
-    }
-  }
-  if (n == 1 && !inPlace) cpu::copy(out, nullptr, in, bytes);
-  // Returning lets the caller write its input: only once every other rank has read it.
-  publishReads(readMark(d.seq, kAllBlocks));
-  for (int r = 0; r < n; ++r) {
-    if (r != rank_) awaitReads(ctx, r, readMark(d.seq, kAllBlocks));
-  }
-  lastSeq_ = d.seq;
-  ++calls_;
-  ++directReads_;
-  if (!unchecked_.empty()) checkUnchecked(ctx, 0, /*probe=*/true);
-  publishDone();
-}
-
-void OneShot::readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address,
-                       size_t bytes) {
-  const std::string error = readPeerMemory(boxes_[size_t(peer)].state->pid, into, address, bytes);
+void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address,
+                         size_t bytes, bool read) {
+  const int pid = boxes_[size_t(peer)].state->pid;
+  const std::string error = read ? readPeerMemory(pid, local, address, bytes)
+                                 : writePeerMemory(pid, address, local, bytes);
   if (error.empty()) return;
   // A rank that ended is the cause; else its buffer is shorter than the call.
   const bool gone = window_.ownerExited(peer);
   std::ostringstream at;
   at << std::hex << "0x" << address;
   throw Failure(Status{gone ? Code::remote_error : Code::invalid_usage,
-                       who(ctx) + " failed: could not read the input of rank " +
+                       who(ctx) + " failed: could not " +
+                           (read ? "read the input of rank " : "write the output of rank ") +
                            std::to_string(peer) + " (" + std::to_string(bytes) + " bytes at " +
                            at.str() + "): " + error +
                            (gone ? " (its process ended)" : " (is its buffer that large?)"),
                        peer});
 }
 
-void OneShot::publishReads(uint64_t mark) {
-  self_.state->readsDone.store(mark, std::memory_order_release);
+void OneShot::publishReads(uint64_t seq) {
+  self_.state->readsDone.store(seq, std::memory_order_release);
   self_.state->readsMoved.fetch_add(1, std::memory_order_release);
   notifyAll(self_.state->readsMoved, self_.state->sleepers);
 }
 
-void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t mark) {
+void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t seq) {
   MailState& state = *boxes_[size_t(peer)].state;
   waitUntil(
-      ctx, peer, "the direct read of this rank's input by",
-      [&] { return state.readsDone.load(std::memory_order_acquire) >= mark; }, state.readsMoved);
+      ctx, peer, "the direct reads and writes of this call by",
+      [&] { return state.readsDone.load(std::memory_order_acquire) >= seq; }, state.readsMoved);
 }
 
 void OneShot::markLeft() {

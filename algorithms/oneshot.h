@@ -40,15 +40,20 @@ class OneShot {
   // calls in the same order. Throws Failure naming the rank that failed or disagreed.
   void run(const OpContext& ctx, const void* send, void* recv);
 
-  // The direct-read all-reduce (ctx.desc is one): every rank posts where its input lies, reads
-  // every other rank's input from there through the kernel (process_vm_readv) in pieces that
-  // stay in its cache, and reduces them in rank order itself, so all get the same bits. No
-  // line of the data is written by one CPU and read by another within the call: its pace does
-  // not depend on how far apart the CPUs sit, where a copy through slots or posts slows down
-  // several times. A rank returns once every other has read its input. In place, a rank
-  // reads the others' inputs a block at a time and overwrites a block of its own only once
-  // every other has read it. Only after enableDirectRead() (every rank may read every other).
-  void readAllReduce(const OpContext& ctx, const void* send, void* recv);
+  // The direct-read collectives (algorithms/oneshot_read.cc): every rank posts where its input
+  // lies, and the ranks that need it read it from there through the kernel (process_vm_readv),
+  // one copy from the owner's buffer, so no line of the data is written by one CPU and read by
+  // another within the call: the pace does not depend on how far apart the CPUs sit, where a
+  // copy through slots or posts slows down several times. All-reduce: every rank reads the
+  // others' inputs in pieces that stay in its cache and reduces them in rank order itself, so
+  // all get the same bits; in place, a block at a time, overwriting a block of its own only
+  // once every other rank has read it. All-gather: every rank reads each other's block
+  // straight into its place. Broadcast: the root writes the first of n shares into every other
+  // rank's buffer while they read the rest from its own. A rank returns once the others have
+  // read its input and written its output. Only after enableDirectRead() (every rank may read
+  // and write every other's memory).
+  static bool readsDirectly(Collective coll);
+  void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
   uint64_t directReads() const { return directReads_; }
 
@@ -68,18 +73,32 @@ class OneShot {
 
   // Waits for `peer`'s post of `call` in post `slot` and checks its header, `late` when `call`
   // is an earlier one than ctx's (a deferred check); returns where its payload is.
-  // `kind`: what the post must be (kWindowPost, or kDirectReadPost: an input's address).
+  // `kind`: what the post must be (kWindowPost, or kDirectReadPost: where buffers lie).
   const std::byte* awaitPost(const OpContext& ctx, const OpDesc& call, int slot, int peer,
                              uint32_t bytes, bool late = false, uint32_t kind = kWindowPost);
   const std::byte* awaitPost(const OpContext& ctx, int peer, uint32_t bytes) {
     return awaitPost(ctx, ctx.desc, post_, peer, bytes);
   }
   void post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind = kWindowPost);
-  // readAllReduce's parts: reads `bytes` at `address` of `peer`'s memory, naming it on
-  // failure; says this rank has read `mark` (readMark) of every input; waits until `peer` has.
-  void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes);
-  void publishReads(uint64_t mark);
-  void awaitReads(const OpContext& ctx, int peer, uint64_t mark);
+  // The direct read's parts: posts where this rank's input and output lie and learns where
+  // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
+  // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
+  // failure; says this rank finished its reads and writes of call `seq`; waits until `peer`
+  // has; says so for this call and waits until `peer` (-1: every other rank) has too.
+  void exchangeInputs(const OpContext& ctx, const void* input, const void* output, int peer);
+  void readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out);
+  void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
+    accessPeer(ctx, peer, into, address, bytes, /*read=*/true);
+  }
+  void writePeer(const OpContext& ctx, int peer, uint64_t address, const std::byte* from,
+                 size_t bytes) {
+    accessPeer(ctx, peer, const_cast<std::byte*>(from), address, bytes, /*read=*/false);
+  }
+  void accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address, size_t bytes,
+                  bool read);
+  void publishReads(uint64_t seq);
+  void awaitReads(const OpContext& ctx, int peer, uint64_t seq);
+  void finishReads(const OpContext& ctx, int peer);
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
   // and, with `probe`, checks later ones whose posts are all there.
   void checkUnchecked(const OpContext& ctx, uint64_t through, bool probe);
@@ -97,9 +116,10 @@ class OneShot {
   MailboxWindow window_;
   int rank_;
   bool directRead_ = false;
-  uint64_t directReads_ = 0;  // calls run by readAllReduce
-  std::vector<uint64_t> peerInputs_;  // readAllReduce: where each rank's input lies
-  std::vector<std::byte> scratch_;    // readAllReduce: the pieces read, and a copy of its own
+  uint64_t directReads_ = 0;           // calls run by runDirectRead
+  std::vector<uint64_t> peerInputs_;   // the direct read: where each rank's input lies
+  std::vector<uint64_t> peerOutputs_;  // and its output
+  std::vector<std::byte> scratch_;     // readAllReduce: the pieces read
   Mailbox self_;
   std::vector<Mailbox> boxes_;
   std::vector<uint64_t> knownDone_;      // per rank: the newest call it is known to have finished

@@ -40,8 +40,9 @@ struct alignas(64) MailState {
   int32_t pid = 0;                    // the owner, for liveness checks
   std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
   std::atomic<uint32_t> probe{0};     // at set-up: the round-trip probe's ball (below)
-  // A direct-read all-reduce (algorithms/oneshot.h): the seq of the last one in which this
-  // rank read every other rank's input, and a futex word that moves with it.
+  // The direct-read collectives (algorithms/oneshot.h): the seq of the last one whose reads
+  // of other ranks' inputs and writes into their outputs this rank finished, and a futex word
+  // that moves with it.
   std::atomic<uint64_t> readsDone{0};
   std::atomic<uint32_t> readsMoved{0};
   uint32_t reserved = 0;
@@ -52,8 +53,11 @@ static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
 // Reads `bytes` at `address` of process `pid` into `into` through the kernel
 // (process_vm_readv); "" or why not.
 std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes);
-// Whether this process may read `peer`'s memory: its `pid`, read where its owner says it lies,
-// is the one the window shows. "" or why not.
+// Writes `bytes` from `from` to `address` of process `pid` (process_vm_writev: the kernel asks
+// for the same permission as for reading); "" or why not.
+std::string writePeerMemory(int pid, uint64_t address, const void* from, size_t bytes);
+// Whether this process may read and write `peer`'s memory: its `pid`, read where its owner
+// says it lies, is the one the window shows, and writes back. "" or why not.
 std::string checkReadsPeer(const MailState& peer);
 struct alignas(64) MailFailure {
   std::atomic<uint32_t> code{0};  // non-zero (a gyre Code): this rank failed; message is set

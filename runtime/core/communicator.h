@@ -157,7 +157,7 @@ class Communicator {
   void deregisterBuffer(void* handle);
   // Slots sent straight from registered user memory so far (diagnostics and tests).
   uint64_t directSends() const;
-  // All-reduces run by the direct read so far (diagnostics and tests).
+  // Collectives run by the direct read so far (diagnostics and tests).
   uint64_t directReads() const;
   // Ok, or the failure that poisoned the communicator.
   Status asyncError() const;

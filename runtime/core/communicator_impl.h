@@ -110,7 +110,7 @@ struct Communicator::Impl {
   // Where every rank shares this host over memory: rank 0 creates the host window, every rank
   // maps it, and all agree to use it (host_window.cc).
   void setUpHostWindow(bool allMemory);
-  // `directRead`: the direct-read all-reduce, else the one-shot collective of ctx.
+  // `directRead`: the direct-read collective, else the one-shot collective of ctx.
   void runOneShot(const OpContext& ctx, const void* send, void* recv, bool directRead);
   void enableDirectRead();  // at set-up, once the window is up
   // Claims this rank of the job for this process, or fails naming the process that holds it.

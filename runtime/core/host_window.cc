@@ -112,8 +112,9 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   }
 }
 
-// The direct-read all-reduce needs every rank to read every other's memory through the kernel
-// (same user, ptrace allowed): each tries, and one more exchange makes it all ranks' or none's.
+// The direct-read collectives need every rank to read and write every other's memory through the
+// kernel (same user, ptrace allowed): each tries, and one more exchange makes it all ranks' or
+// none's.
 void Communicator::Impl::enableDirectRead() {
   const MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
   std::string mine = "1";
@@ -157,7 +158,7 @@ void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void
                                   describeOp(meta));
   }
   if (directRead) {
-    oneShot->readAllReduce(ctx, send, recv);
+    oneShot->runDirectRead(ctx, send, recv);
   } else {
     oneShot->run(ctx, send, recv);
   }

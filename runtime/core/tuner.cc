@@ -35,10 +35,23 @@ constexpr double kFarRoundTripNs = 300;
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
 // 1400-1900 bytes/us against 8000 close (docs/tuning.md).
 constexpr double kShmFarBetaBytesUs = 1500.0;
-// The direct read (algorithms/oneshot.h): n = 2 all-reduce, 4 KiB to 1 MiB, took 2.3-2.9 us
-// at 4 KiB and 176-207 us at 1 MiB in either placement (docs/tuning.md).
-constexpr double kDirectReadFixedUs = 1.8;
-constexpr double kDirectReadBytesUs = 6000.0;
+// The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
+// depend on where the CPUs sit, 7-11 GB/s per core on this machine (3-4 times slower than a
+// memcpy), and each system call costs about 2 us even for a few bytes: a call costs 1 us for
+// its waits and 2.5 us per system call a rank makes in turn, then the bytes each rank moves.
+// n = 2 (docs/tuning.md): at 4 KiB the all-reduce (two calls) took 6-7 us, the all-gather and
+// the broadcast (one each) 3.1-4.5; at 1 MiB the all-reduce, which moves 2(n - 1)/n of the
+// buffer and reduces 1/n, took 182-261 us, the all-gather, reading (n - 1)/n, 76-91, and the
+// broadcast, whose root writes 1/n into every other rank while they read the rest, 53-75.
+constexpr double kDirectWaitsUs = 1.0;
+constexpr double kDirectSystemCallUs = 2.5;
+constexpr double kDirectReduceBytesUs = 5500.0;
+// The all-gather's figure is set against the ring's price close by (8000 bytes/us), which its
+// slots did not reach: at 1 MiB the ring took 96-119 us (5000 bytes/us), the read 76-91.
+constexpr double kDirectGatherBytesUs = 9000.0;
+constexpr double kDirectBroadcastBytesUs = 8500.0;
+constexpr size_t kDirectCopyFromBytes = 256 << 10;
+constexpr size_t kDirectCopyFarFromBytes = 64 << 10;
 // Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
 // at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
 constexpr double kShmSleepingWholeBufferStep = 2.2;
@@ -160,6 +173,7 @@ LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs) {
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs,
                 far ? kShmFarBetaBytesUs : kShmBetaBytesUs, wholeBufferStep, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
+  cost.farApart = far;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReduces = true;
@@ -177,11 +191,23 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   const double b = double(bytes), lg = log2Ceil(n), nn = n;
   double steps = -1, factor = 0;
   if (a == Algorithm::directRead) {
-    // Each rank reads the n - 1 other inputs through the kernel in pieces that stay in its
-    // cache and reduces them there: a fixed cost for the system calls and the two waits, then
-    // the bytes read, at a pace that does not depend on where the CPUs sit (docs/tuning.md).
-    if (!directRead_ || coll != Collective::all_reduce || bytes == 0) return -1;
-    return kDirectReadFixedUs + (nn - 1) * b / kDirectReadBytesUs;
+    // A fixed cost, then the bytes each rank moves through the kernel, at a pace that does not
+    // depend on where the CPUs sit (docs/tuning.md). The all-reduce reads its share of the
+    // others' inputs and writes the reduced share into their outputs.
+    if (!directRead_ || bytes == 0) return -1;
+    const double share = (nn - 1) / nn * b;  // what one rank moves each way
+    // The n - 1 peers' reads (and the all-reduce's writes) of the first piece, one by one.
+    const double fixed = kDirectWaitsUs + (nn - 1) * kDirectSystemCallUs;
+    switch (coll) {
+      case Collective::all_reduce:
+        return fixed + (nn - 1) * kDirectSystemCallUs + 2 * share / kDirectReduceBytesUs;
+      case Collective::all_gather:
+        return fixed + share / kDirectGatherBytesUs;
+      case Collective::broadcast:
+        return fixed + share / kDirectBroadcastBytesUs;
+      default:
+        return -1;
+    }
   }
   if (a == Algorithm::oneshot) {
     // One step: every rank posts (copies its payload once) and reads the posts it needs, all
@@ -317,6 +343,14 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
   if (a == Algorithm::directRead && link_.coresShared) return false;
+  // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
+  // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1
+  // against 6.4-7.8 us; far, all-gather of 16 KiB: 3.8-4.1 against 4.8-5.8), though the model,
+  // whose far price for a post was fitted to larger copies, says otherwise (docs/tuning.md).
+  if (a == Algorithm::directRead && coll != Collective::all_reduce &&
+      bytes < (link_.farApart ? kDirectCopyFarFromBytes : kDirectCopyFromBytes)) {
+    return false;
+  }
   if (a == Algorithm::oneshot && coll == Collective::reduce &&
       windowPostersStall(link_, coll, bytes)) {
     return false;

@@ -32,6 +32,9 @@ struct LinkCost {
   bool oneEgress = false;
   // More ranks than cores: a rank often waits for one that shares its core.
   bool coresShared = false;
+  // Shared memory whose ranks' CPUs sit far apart (the set-up probe): copies through slots
+  // slow down, a copy through the kernel does not.
+  bool farApart = false;
   // Where ranks share cores a tree's inner ranks feed two children from a shared core while
   // a chain's ranks each pass one slot on: broadcasts below this go down the chain, and with
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
@@ -77,7 +80,7 @@ class Tuner {
   // collectives become candidates for calls whose post fits (0: none).
   void setOneShot(size_t capacity);
   // Every rank may read every other's memory through the kernel (process_vm_readv) and shares
-  // the host window: the direct-read all-reduce becomes a candidate.
+  // the host window: the direct-read collectives become candidates.
   void setDirectRead(bool available);
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);

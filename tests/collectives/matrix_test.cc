@@ -263,7 +263,9 @@ bool implements(const std::string& algorithm, Collective c) {
     return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
   }
   if (algorithm == "rd") return c == Collective::all_reduce || c == Collective::all_gather;
-  if (algorithm == "read") return c == Collective::all_reduce;
+  if (algorithm == "read") {
+    return c == Collective::all_reduce || c == Collective::all_gather || c == Collective::broadcast;
+  }
   return true;
 }
 
@@ -368,9 +370,9 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
-// The all-reduces through the direct read, every other call as with "auto" (in place and out
-// of place, every type and op the matrix has).
-TEST_CASE("matrix: direct-read all-reduce") {
+// The all-reduces, all-gathers and broadcasts through the direct read, every other call as with
+// "auto" (in place and out of place, every type, op and root the matrix has).
+TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
   for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
   if (test::singleCopyMissing().empty()) {
@@ -378,6 +380,68 @@ TEST_CASE("matrix: direct-read all-reduce") {
   } else {
     MESSAGE("the direct read is off here: " << test::singleCopyMissing());
     CHECK(reads == 0);
+  }
+}
+
+// Forced, every all-reduce, all-gather and broadcast goes through the direct read, shares of
+// uneven size over many pieces included, in place (where a rank past the second reduces its
+// own input after the ones before it) and out of place; every element exact, outputs poisoned.
+TEST_CASE("direct read: every call of its collectives, exact") {
+  if (!test::singleCopyMissing().empty()) {
+    MESSAGE("the direct read is off here: " << test::singleCopyMissing());
+    return;
+  }
+  const int n = 3;
+  CommConfig config = test::tinySlots();
+  config.algorithm = "read";
+  test::ThreadJob job(n, config, "direct-read-exact");
+  const size_t count = 50021;  // int64: 390 KiB, shares of 16673 and 16674 elements
+  std::vector<std::string> wrong(n);
+  std::vector<int> calls(n, 0);
+  job.run([&](Communicator& c, int r) {
+    auto value = [](int rank, size_t i) { return int64_t(rank + 1) * 1000003 + int64_t(i); };
+    auto expect = [&](bool ok, const std::string& what) {
+      if (!ok && wrong[r].empty()) wrong[r] = "rank " + std::to_string(r) + ": " + what;
+    };
+    for (bool inPlace : {false, true}) {
+      const std::string how = inPlace ? " in place" : "";
+      std::vector<int64_t> in(count), out(count * n, -7);
+      for (size_t i = 0; i < count; ++i) in[i] = value(r, i);
+      // All-reduce, sum: the ranks' values added.
+      if (inPlace) std::copy(in.begin(), in.end(), out.begin());
+      c.allReduce(inPlace ? out.data() : in.data(), out.data(), count, DataType::i64, RedOp::sum);
+      ++calls[r];
+      for (size_t i = 0; i < count; ++i) {
+        expect(out[i] == value(0, i) + value(1, i) + value(2, i), "all_reduce" + how);
+      }
+      expect(out[count] == -7, "all_reduce wrote past its buffer");
+      // All-gather: every rank's block in its place.
+      std::fill(out.begin(), out.end(), -7);
+      if (inPlace) std::copy(in.begin(), in.end(), out.begin() + std::ptrdiff_t(size_t(r) * count));
+      c.allGather(inPlace ? out.data() + size_t(r) * count : in.data(), out.data(), count,
+                  DataType::i64);
+      ++calls[r];
+      for (int p = 0; p < n; ++p) {
+        for (size_t i = 0; i < count; ++i) {
+          expect(out[size_t(p) * count + i] == value(p, i), "all_gather" + how);
+        }
+      }
+      // Broadcast from each root: the root's values everywhere, nothing past the buffer.
+      for (int root = 0; root < n; ++root) {
+        std::fill(out.begin(), out.end(), -7);
+        if (inPlace && r == root) std::copy(in.begin(), in.end(), out.begin());
+        c.broadcast(inPlace ? out.data() : in.data(), out.data(), count, DataType::i64, root);
+        ++calls[r];
+        for (size_t i = 0; i < count; ++i) {
+          expect(out[i] == value(root, i), "broadcast from " + std::to_string(root) + how);
+        }
+        expect(out[count] == -7, "broadcast wrote past its buffer");
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK_MESSAGE(wrong[r].empty(), wrong[r]);
+    CHECK(job.comm(r).directReads() == uint64_t(calls[r]));
   }
 }
 

@@ -247,12 +247,13 @@ oneshot)
   kill_in_loop 3 1 --loop 100000000 --loop-count 2
   expect_named 1 all_reduce "0 2" 10000 oneshot
   echo "oneshot: job ended ${ms} ms after the kill (including gyre-run's grace period)"
-  # The direct-read all-reduce, forced: in place across several 4 MiB blocks and out of place,
-  # every element checked; then a rank killed in a loop of them is named by the others.
+  # The direct-read collectives, forced: all-reduces in place across several 4 MiB blocks and
+  # out of place, all-gathers and broadcasts (from rank 1) both ways, every element checked;
+  # then a rank killed in a loop of each is named by the others.
   GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" all_reduce \
     -b 12 -e 10M -f 9.3 -n 2 -w 1 --inplace -d int32 >"$out" 2>&1 || fail "gyre-bench --inplace exited $?"
-  if grep -q "no direct-read all-reduce" "$out"; then
-    echo "oneshot: the direct read is not checked: $(grep -o 'no direct-read all-reduce.*' "$out" | head -1)"
+  if grep -q "no direct-read collectives" "$out"; then
+    echo "oneshot: the direct read is not checked: $(grep -o 'no direct-read collectives.*' "$out" | head -1)"
   else
     GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_reduce \
       -b 12 -e 10M -f 9.3 -n 2 -w 1 -d float -o avg >>"$out" 2>&1 || fail "gyre-bench (read) exited $?"
@@ -261,9 +262,25 @@ oneshot)
     rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 14 ] && [ "$bad" -eq 0 ] || fail "direct read: $rows rows, $bad with #wrong != 0"
+    for coll in all_gather broadcast; do
+      for place in "" --inplace; do
+        GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" \
+          $coll -b 12 -e 10M -f 9.3 -n 2 -w 1 -r 1 -d int8 $place >"$out" 2>&1 ||
+          fail "gyre-bench $coll $place (read) exited $?"
+        [ "$(grep -cE "$coll of [0-9]+ B at n=3: read \(forced" "$out")" -ge 5 ] ||
+          fail "the ${coll}s did not use the direct read"
+        rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
+        bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+        [ "$rows" -eq 7 ] && [ "$bad" -eq 0 ] || fail "direct read $coll $place: $rows rows, $bad wrong"
+      done
+    done
     GYRE_ALGO=read kill_in_loop 3 2 --loop 100000000 --loop-count 300000
     expect_named 2 all_reduce "0 1" 10000 "direct read"
-    echo "oneshot: direct read: job ended ${ms} ms after the kill"
+    GYRE_ALGO=read kill_in_loop 3 1 --loop 100000000 --loop-coll all_gather --loop-count 300000
+    expect_named 1 all_gather "0 2" 10000 "direct read all_gather"
+    GYRE_ALGO=read kill_in_loop 3 0 --loop 100000000 --loop-coll broadcast --loop-count 300000
+    expect_named 0 broadcast "1 2" 10000 "direct read broadcast"
+    echo "oneshot: direct read: each job ended within 10 s of the kill"
   fi
   ;;
 stop)

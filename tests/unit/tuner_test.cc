@@ -267,11 +267,12 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   CHECK(forced.choose(Collective::all_reduce, 1 << 20, 2).algorithm != Algorithm::oneshot);
 }
 
-// Far apart, every line a slot or a post carries crosses twice, while the direct read's copy
-// through the kernel holds its pace (n = 2, 4 KiB to 1 MiB: 2.9-10.6 against 3.3-40 µs, 1 MiB
-// about 190 against 560): it takes the all-reduces past the inlined posts. Close, the window
-// and the ring stay faster; unmeasured counts as close.
-TEST_CASE("the tuner: the direct-read all-reduce where the ranks' CPUs sit far apart") {
+// Far apart, every line a slot or a post carries crosses twice, while a copy through the
+// kernel holds its pace: the direct read takes the all-reduces, all-gathers and broadcasts from
+// 64 KiB (below, its system calls cost more than the window's posts or a slot's step). Close,
+// the window and the ring stay faster for the all-reduce, and for the others below 256 KiB;
+// unmeasured counts as close.
+TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far apart") {
   auto tuner = [](bool ranksHaveCores, double roundTripNs, bool directRead,
                   const char* forced = "") {
     Tuner t(Tuner::sharedMemory(ranksHaveCores, roundTripNs), forced, kChunk, kSlot);
@@ -280,18 +281,33 @@ TEST_CASE("the tuner: the direct-read all-reduce where the ranks' CPUs sit far a
     return t;
   };
   const Tuner far = tuner(true, 540, true);
-  for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(1) << 20, size_t(256) << 20}) {
-    CAPTURE(bytes);
-    CHECK(far.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::directRead);
-    CHECK(far.choose(Collective::all_gather, bytes, 2).algorithm != Algorithm::directRead);
-    CHECK(far.choose(Collective::reduce, bytes, 2).algorithm != Algorithm::directRead);
+  for (int n : {2, 4}) {
+    for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(256) << 20}) {
+      CAPTURE(n);
+      CAPTURE(bytes);
+      for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+        CHECK(far.choose(c, bytes, n).algorithm == Algorithm::directRead);
+      }
+      CHECK(far.choose(Collective::reduce, bytes, n).algorithm != Algorithm::directRead);
+      CHECK(far.choose(Collective::reduce_scatter, bytes, n).algorithm != Algorithm::directRead);
+    }
   }
-  CHECK(far.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
-  CHECK(far.choose(Collective::all_reduce, 0, 2).algorithm != Algorithm::directRead);
+  for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+    CHECK(far.choose(c, 4 << 10, 2).algorithm != Algorithm::directRead);
+    CHECK(far.choose(c, 8, 2).algorithm == Algorithm::oneshot);
+    CHECK(far.choose(c, 0, 2).algorithm != Algorithm::directRead);
+  }
+  CHECK(far.choose(Collective::all_gather, 32 << 10, 2).algorithm != Algorithm::directRead);
   for (double roundTripNs : {0.0, 130.0}) {
     const Tuner close = tuner(true, roundTripNs, true);
     CHECK(close.choose(Collective::all_reduce, 1 << 20, 2).algorithm == Algorithm::ring);
     CHECK(close.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
+    // The all-gather and the broadcast from 256 KiB, where their slots fall behind.
+    for (Collective c : {Collective::all_gather, Collective::broadcast}) {
+      CHECK(close.choose(c, 64 << 10, 2).algorithm != Algorithm::directRead);
+      CHECK(close.choose(c, 1 << 20, 2).algorithm == Algorithm::directRead);
+      CHECK(close.choose(c, size_t(256) << 20, 2).algorithm == Algorithm::directRead);
+    }
   }
   // Not where a rank cannot read the others, nor where ranks share cores; forced, it runs
   // wherever it can.
@@ -304,6 +320,11 @@ TEST_CASE("the tuner: the direct-read all-reduce where the ranks' CPUs sit far a
   const Choice unavailable =
       tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
   CHECK((unavailable.algorithm != Algorithm::directRead && !unavailable.forced));
-  CHECK(tuner(true, 130, true, "read").choose(Collective::broadcast, 1 << 20, 2).algorithm !=
+  // Forced, it runs every collective it has in either placement, and no other.
+  CHECK(tuner(true, 130, true, "read").choose(Collective::broadcast, 1 << 20, 2).algorithm ==
+        Algorithm::directRead);
+  CHECK(tuner(true, 130, true, "read").choose(Collective::all_gather, 4 << 10, 2).algorithm ==
+        Algorithm::directRead);
+  CHECK(tuner(true, 130, true, "read").choose(Collective::reduce, 1 << 20, 2).algorithm !=
         Algorithm::directRead);
 }

@@ -1,0 +1,154 @@
+// The direct-read collectives of the host window (algorithms/oneshot.h): every rank posts where
+// its input lies, and the ranks that need it read it from there through the kernel
+// (process_vm_readv), one copy from the owner's buffer into the reader's.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/oneshot.h"
+#include "kernels/cpu/reduce.h"
+
+namespace gyre {
+
+namespace {
+// Pieces of a peer's input read at once: small enough that a piece of every input stays in
+// this core's cache while it is reduced, large enough that the system call is a small part.
+constexpr size_t kReadPieceBytes = 64 << 10;
+std::string who(const OpContext& ctx) {
+  return "rank " + std::to_string(ctx.rank) + ": " + describeOp(ctx.desc);
+}
+}  // namespace
+
+bool OneShot::readsDirectly(Collective coll) {
+  return coll == Collective::all_reduce || coll == Collective::all_gather ||
+         coll == Collective::broadcast;
+}
+
+void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) {
+  const OpDesc& d = ctx.desc;
+  if (!directRead_) fail(Code::internal, who(ctx) + ": the direct read was not enabled");
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const size_t bytes = d.count * dataTypeSize(d.dtype);
+  switch (d.coll) {
+    case Collective::all_reduce:
+      readAllReduce(ctx, in, out);
+      break;
+    case Collective::all_gather: {
+      // Each rank's block lands straight in its place; the reads start at the next rank, so
+      // the ranks do not all read rank 0 first.
+      const int n = window_.nranks();
+      exchangeInputs(ctx, in, out, -1);
+      std::byte* own = out + size_t(rank_) * bytes;
+      if (own != in) std::memcpy(own, in, bytes);
+      for (int k = 1; k < n; ++k) {
+        const int r = (rank_ + k) % n;
+        readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)], bytes);
+      }
+      finishReads(ctx, -1);
+      break;
+    }
+    case Collective::broadcast: {
+      // Both ends copy: the root writes the first of n shares into every other rank's buffer
+      // while each of those reads the rest from the root's, so the copy runs on every core at
+      // once instead of on the receivers' alone. Each waits for the other end before it
+      // returns: the root until every receiver has read, a receiver until the root has written.
+      const int n = window_.nranks();
+      const size_t es = dataTypeSize(d.dtype);
+      const size_t pushed = d.count / size_t(n) * es;
+      if (rank_ == d.root) {
+        exchangeInputs(ctx, in, out, -1);
+        for (int k = 1; k < n; ++k) {
+          const int r = (rank_ + k) % n;
+          writePeer(ctx, r, peerOutputs_[size_t(r)], in, pushed);
+        }
+        if (out != in) std::memcpy(out, in, bytes);
+        finishReads(ctx, -1);
+      } else {
+        exchangeInputs(ctx, out, out, d.root);
+        readPeer(ctx, d.root, out + pushed, peerInputs_[size_t(d.root)] + pushed, bytes - pushed);
+        finishReads(ctx, d.root);
+      }
+      break;
+    }
+    default:
+      fail(Code::internal, who(ctx) + ": not a direct-read collective");
+  }
+  lastSeq_ = d.seq;
+  ++calls_;
+  ++directReads_;
+  if (!unchecked_.empty()) checkUnchecked(ctx, 0, /*probe=*/true);
+  publishDone();
+}
+
+void OneShot::exchangeInputs(const OpContext& ctx, const void* input, const void* output,
+                             int peer) {
+  const int n = window_.nranks();
+  post_ = int(calls_ % kMailPosts);
+  block_ = int(calls_ % kMailData);
+  if (!unchecked_.empty()) checkUnchecked(ctx, postUse_[size_t(post_)], /*probe=*/false);
+  const uint64_t where[2] = {reinterpret_cast<uintptr_t>(input),
+                             reinterpret_cast<uintptr_t>(output)};
+  post(ctx, where, sizeof where, kDirectReadPost);
+  peerInputs_.assign(size_t(n), where[0]);
+  peerOutputs_.assign(size_t(n), where[1]);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank_ || (peer >= 0 && r != peer)) continue;
+    const std::byte* theirs =
+        awaitPost(ctx, ctx.desc, post_, r, sizeof where, false, kDirectReadPost);
+    std::memcpy(&peerInputs_[size_t(r)], theirs, sizeof(uint64_t));
+    std::memcpy(&peerOutputs_[size_t(r)], theirs + sizeof(uint64_t), sizeof(uint64_t));
+  }
+}
+
+void OneShot::finishReads(const OpContext& ctx, int peer) {
+  // Returning lets the caller write its input (and read its output): only once the others
+  // have read the one (and written the other).
+  publishReads(ctx.desc.seq);
+  for (int r = 0; r < window_.nranks(); ++r) {
+    if (r != rank_ && (peer < 0 || r == peer)) awaitReads(ctx, r, ctx.desc.seq);
+  }
+}
+
+void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out) {
+  // Rank r owns the r-th of n shares of the buffer: it reads that share of every other input,
+  // reduces it in rank order and writes the result into every other output. Only rank r ever
+  // touches share r of any buffer, and it reads a piece before it writes it, so in place needs
+  // nothing more; a rank moves 2 (n - 1) / n of the buffer through the kernel and reduces 1 / n.
+  const OpDesc& d = ctx.desc;
+  const int n = window_.nranks();
+  const size_t es = dataTypeSize(d.dtype);
+  exchangeInputs(ctx, in, out, -1);
+  const size_t first = d.count * size_t(rank_) / size_t(n) * es;
+  const size_t last = d.count * size_t(rank_ + 1) / size_t(n) * es;
+  const size_t piece = std::max(es, kReadPieceBytes / es * es);
+  scratch_.resize(size_t(n) * piece);
+  auto& src = posts_;  // each rank's part of the piece being reduced
+  const bool avg = d.op == RedOp::avg;
+  for (size_t at = first; at < last; at += piece) {
+    const size_t k = std::min(piece, last - at);
+    for (int j = 1; j < n; ++j) {
+      const int r = (rank_ + j) % n;
+      readPeer(ctx, r, scratch_.data() + size_t(r) * piece, peerInputs_[size_t(r)] + at, k);
+    }
+    for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
+    // In place, the ranks before this one are reduced into its output first: its own piece
+    // must be read before then.
+    src[size_t(rank_)] = in + at;
+    if (in == out && rank_ >= 2)
+      src[size_t(rank_)] =
+          static_cast<std::byte*>(std::memcpy(scratch_.data() + size_t(rank_) * piece, in + at, k));
+    // This piece of every input is here: reduce it while it is in the cache, then send it on.
+    if (n == 1) cpu::copy(out + at, nullptr, in + at, k);
+    for (int r = 1; r < n; ++r) {
+      cpu::reduce(d.dtype, d.op, out + at, nullptr, r == 1 ? src[0] : out + at, src[size_t(r)],
+                  k / es, avg && r == n - 1 ? n : 0);
+    }
+    for (int j = 1; j < n; ++j) {
+      const int r = (rank_ + j) % n;
+      writePeer(ctx, r, peerOutputs_[size_t(r)] + at, out + at, k);
+    }
+  }
+  finishReads(ctx, -1);
+}
+
+}  // namespace gyre
