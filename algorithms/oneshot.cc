@@ -15,10 +15,11 @@ constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
 // a read of /proc): a killed rank is named within this, not at the deadline.
 constexpr Clock::duration kLivenessCheck = std::chrono::milliseconds(20);
 
-std::string who(const OpContext& ctx) {
+}  // namespace
+
+std::string OneShot::who(const OpContext& ctx) {
   return "rank " + std::to_string(ctx.rank) + ": " + describeOp(ctx.desc);
 }
-}  // namespace
 
 OneShot::OneShot(MailboxWindow window, int rank)
     : window_(window),

@@ -41,18 +41,17 @@ class OneShot {
   void run(const OpContext& ctx, const void* send, void* recv);
 
   // The direct-read collectives (algorithms/oneshot_read.cc): every rank posts where its input
-  // lies, and the ranks that need it read it from there through the kernel (process_vm_readv),
-  // one copy from the owner's buffer, so no line of the data is written by one CPU and read by
-  // another within the call: the pace does not depend on how far apart the CPUs sit, where a
-  // copy through slots or posts slows down several times. All-reduce: every rank reads the
-  // others' inputs in pieces that stay in its cache and reduces them in rank order itself, so
-  // all get the same bits; in place, a block at a time, overwriting a block of its own only
-  // once every other rank has read it. All-gather: every rank reads each other's block
-  // straight into its place. Broadcast: the root writes the first of n shares into every other
-  // rank's buffer while they read the rest from its own. A rank returns once the others have
-  // read its input and written its output. Only after enableDirectRead() (every rank may read
-  // and write every other's memory).
-  static bool readsDirectly(Collective coll);
+  // and output lie, and the ranks read and write each other's buffers there through the kernel
+  // (process_vm_readv, process_vm_writev), one copy with no slots, so no line of the data is
+  // written by one CPU and read by another within the call: the pace does not depend on how far
+  // apart the CPUs sit, where a copy through slots or posts slows down several times.
+  // All-reduce: rank r reads share r of every other input in pieces that stay in its cache,
+  // reduces it in rank order and writes it into every other output, so all get the same bits
+  // and only rank r touches share r of any buffer (in place too). All-gather: every rank reads
+  // each other's block straight into its place. Broadcast: the root writes the first of n
+  // shares into every other rank's buffer while they read the rest from its own. A rank returns
+  // once the others have read its input and written its output. Only after enableDirectRead()
+  // (every rank may read and write every other's memory).
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
   uint64_t directReads() const { return directReads_; }
@@ -85,7 +84,7 @@ class OneShot {
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
   // failure; says this rank finished its reads and writes of call `seq`; waits until `peer`
   // has; says so for this call and waits until `peer` (-1: every other rank) has too.
-  void exchangeInputs(const OpContext& ctx, const void* input, const void* output, int peer);
+  void exchangeBuffers(const OpContext& ctx, const void* input, const void* output, int peer);
   void readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out);
   void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
     accessPeer(ctx, peer, into, address, bytes, /*read=*/true);
@@ -111,6 +110,7 @@ class OneShot {
   void waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
                  std::atomic<uint32_t>& word);
 
+  static std::string who(const OpContext& ctx);  // "rank R: <the call>", for messages
   static constexpr uint32_t kWindowPost = 0, kDirectReadPost = 1;
 
   MailboxWindow window_;

@@ -1,6 +1,6 @@
 // The direct-read collectives of the host window (algorithms/oneshot.h): every rank posts where
-// its input lies, and the ranks that need it read it from there through the kernel
-// (process_vm_readv), one copy from the owner's buffer into the reader's.
+// its input and output lie, and the ranks read and write each other's buffers there through
+// the kernel (process_vm_readv, process_vm_writev), one copy between the ranks' buffers.
 #include <algorithm>
 #include <cstring>
 
@@ -13,15 +13,7 @@ namespace {
 // Pieces of a peer's input read at once: small enough that a piece of every input stays in
 // this core's cache while it is reduced, large enough that the system call is a small part.
 constexpr size_t kReadPieceBytes = 64 << 10;
-std::string who(const OpContext& ctx) {
-  return "rank " + std::to_string(ctx.rank) + ": " + describeOp(ctx.desc);
-}
 }  // namespace
-
-bool OneShot::readsDirectly(Collective coll) {
-  return coll == Collective::all_reduce || coll == Collective::all_gather ||
-         coll == Collective::broadcast;
-}
 
 void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) {
   const OpDesc& d = ctx.desc;
@@ -37,7 +29,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       // Each rank's block lands straight in its place; the reads start at the next rank, so
       // the ranks do not all read rank 0 first.
       const int n = window_.nranks();
-      exchangeInputs(ctx, in, out, -1);
+      exchangeBuffers(ctx, in, out, -1);
       std::byte* own = out + size_t(rank_) * bytes;
       if (own != in) std::memcpy(own, in, bytes);
       for (int k = 1; k < n; ++k) {
@@ -56,7 +48,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       const size_t es = dataTypeSize(d.dtype);
       const size_t pushed = d.count / size_t(n) * es;
       if (rank_ == d.root) {
-        exchangeInputs(ctx, in, out, -1);
+        exchangeBuffers(ctx, in, out, -1);
         for (int k = 1; k < n; ++k) {
           const int r = (rank_ + k) % n;
           writePeer(ctx, r, peerOutputs_[size_t(r)], in, pushed);
@@ -64,7 +56,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
         if (out != in) std::memcpy(out, in, bytes);
         finishReads(ctx, -1);
       } else {
-        exchangeInputs(ctx, out, out, d.root);
+        exchangeBuffers(ctx, out, out, d.root);
         readPeer(ctx, d.root, out + pushed, peerInputs_[size_t(d.root)] + pushed, bytes - pushed);
         finishReads(ctx, d.root);
       }
@@ -80,8 +72,8 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
   publishDone();
 }
 
-void OneShot::exchangeInputs(const OpContext& ctx, const void* input, const void* output,
-                             int peer) {
+void OneShot::exchangeBuffers(const OpContext& ctx, const void* input, const void* output,
+                              int peer) {
   const int n = window_.nranks();
   post_ = int(calls_ % kMailPosts);
   block_ = int(calls_ % kMailData);
@@ -117,7 +109,7 @@ void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte
   const OpDesc& d = ctx.desc;
   const int n = window_.nranks();
   const size_t es = dataTypeSize(d.dtype);
-  exchangeInputs(ctx, in, out, -1);
+  exchangeBuffers(ctx, in, out, -1);
   const size_t first = d.count * size_t(rank_) / size_t(n) * es;
   const size_t last = d.count * size_t(rank_ + 1) / size_t(n) * es;
   const size_t piece = std::max(es, kReadPieceBytes / es * es);

@@ -1,15 +1,14 @@
 #include "transport/shm/shm_connection.h"
 
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <random>
 
 #include "base/log.h"
+#include "link/mailbox.h"
 
 namespace gyre {
 
@@ -139,17 +138,7 @@ bool ShmConnection::readsPeer() {
 }
 
 std::string ShmConnection::readFromPeer(std::byte* into, uint64_t address, uint32_t bytes) const {
-  size_t done = 0;
-  while (done < bytes) {
-    iovec local{into + done, bytes - done};
-    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
-    const ssize_t n = process_vm_readv(peerPid_, &local, 1, &remote, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::string("process_vm_readv: ") + std::strerror(errno);
-    if (n == 0) return "process_vm_readv read nothing";
-    done += size_t(n);
-  }
-  return {};
+  return readPeerMemory(peerPid_, into, address, bytes);
 }
 
 namespace {
