@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/copy_bytes.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gyre {
@@ -185,7 +186,7 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
         state.finished);
   }
   MailPost& p = self_.posts[post_];
-  if (bytes > 0) std::memcpy(inlined ? p.inlined : self_.data[block_], payload, bytes);
+  if (bytes > 0) copyBytes(inlined ? p.inlined : self_.data[block_], payload, bytes);
   p.meta.setOp(ctx.desc);
   p.meta.bytes = bytes;
   p.kind = kind;

@@ -31,7 +31,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       const int n = window_.nranks();
       exchangeBuffers(ctx, in, out, -1);
       std::byte* own = out + size_t(rank_) * bytes;
-      if (own != in) std::memcpy(own, in, bytes);
+      if (own != in) cpu::copy(own, nullptr, in, bytes);
       for (int k = 1; k < n; ++k) {
         const int r = (rank_ + k) % n;
         readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)], bytes);
@@ -53,7 +53,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
           const int r = (rank_ + k) % n;
           writePeer(ctx, r, peerOutputs_[size_t(r)], in, pushed);
         }
-        if (out != in) std::memcpy(out, in, bytes);
+        cpu::copy(out, nullptr, in, bytes);  // a no-op in place
         finishReads(ctx, -1);
       } else {
         exchangeBuffers(ctx, out, out, d.root);
@@ -126,9 +126,11 @@ void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte
     // In place, the ranks before this one are reduced into its output first: its own piece
     // must be read before then.
     src[size_t(rank_)] = in + at;
-    if (in == out && rank_ >= 2)
-      src[size_t(rank_)] =
-          static_cast<std::byte*>(std::memcpy(scratch_.data() + size_t(rank_) * piece, in + at, k));
+    if (in == out && rank_ >= 2) {
+      std::byte* kept = scratch_.data() + size_t(rank_) * piece;
+      cpu::copy(kept, nullptr, in + at, k);
+      src[size_t(rank_)] = kept;
+    }
     // This piece of every input is here: reduce it while it is in the cache, then send it on.
     if (n == 1) cpu::copy(out + at, nullptr, in + at, k);
     for (int r = 1; r < n; ++r) {

@@ -4,12 +4,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <new>
 #include <string>
 
+#include "base/copy_bytes.h"
 #include "base/status.h"
 
 namespace gyre {
@@ -57,7 +60,7 @@ uint32_t awaitBall(const std::atomic<uint32_t>& word, uint32_t value, Clock::tim
 
 namespace {
 // process_vm_readv (reading `remote` into `local`) or process_vm_writev, until every byte moved.
-std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t bytes, bool read) {
+std::string moveDirect(int pid, std::byte* local, uint64_t remote, size_t bytes, bool read) {
   size_t done = 0;
   while (done < bytes) {
     iovec mine{local + done, bytes - done};
@@ -69,6 +72,37 @@ std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t by
     if (n < 0) return std::string(call) + ": " + std::strerror(errno);
     if (n == 0) return std::string(call) + " moved nothing";
     done += size_t(n);
+  }
+  return {};
+}
+
+// The kernel copies with `rep movsb`, slow where the destination lies just past the source
+// modulo 4 KiB (base/copy_bytes.h). Such moves go through this thread's bounce buffer at the
+// remote side's offset within a page, and a vector copy does the local part.
+constexpr size_t kBouncePiece = size_t(64) << 10;
+constexpr size_t kBounceFrom = 2048;
+
+std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t bytes, bool read) {
+  const auto* remotePtr = reinterpret_cast<const void*>(remote);
+  const bool slow =
+      read ? shortCopyDistance(local, remotePtr) : shortCopyDistance(remotePtr, local);
+  if (bytes < kBounceFrom || !slow) return moveDirect(pid, local, remote, bytes, read);
+  thread_local std::unique_ptr<std::byte[]> bounce;
+  if (!bounce) bounce.reset(new std::byte[kBouncePiece + 2 * 4096]);
+  auto* base = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(bounce.get()) + 4095) &
+                                            ~uintptr_t(4095));
+  for (size_t done = 0; done < bytes; done += kBouncePiece) {
+    const size_t k = std::min(kBouncePiece, bytes - done);
+    std::byte* at = base + ((remote + done) & 4095);
+    if (read) {
+      if (std::string error = moveDirect(pid, at, remote + done, k, true); !error.empty())
+        return error;
+      copyBytes(local + done, at, k);
+    } else {
+      copyBytes(at, local + done, k);
+      if (std::string error = moveDirect(pid, at, remote + done, k, false); !error.empty())
+        return error;
+    }
   }
   return {};
 }

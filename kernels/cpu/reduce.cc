@@ -1,6 +1,6 @@
 #include "kernels/cpu/reduce.h"
 
-#include <cstring>
+#include "base/copy_bytes.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -54,8 +54,8 @@ void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const
 
 void copy(void* dst, void* dst2, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  if (dst != src) std::memcpy(dst, src, bytes);
-  if (dst2 && dst2 != src) std::memcpy(dst2, src, bytes);
+  if (dst != src) copyBytes(dst, src, bytes);
+  if (dst2 && dst2 != src) copyBytes(dst2, src, bytes);
 }
 
 const char* isaName() {

@@ -2,6 +2,7 @@
 // buffer, and every send and receive of the group run together.
 #include <cstring>
 
+#include "base/copy_bytes.h"
 #include "runtime/core/communicator_impl.h"
 
 namespace gyre {
@@ -95,14 +96,14 @@ void Communicator::runGroup(const std::vector<GroupOp>& ops) {
         if (ops[k].count && !ops[k].recv) {
           fail(Code::invalid_argument, d.who() + ": all_reduce in a group: recvbuff is null");
         }
-        if (ops[k].count) std::memcpy(staging.data() + at, ops[k].send, ops[k].count * es);
+        if (ops[k].count) copyBytes(staging.data() + at, ops[k].send, ops[k].count * es);
         at += ops[k].count * es;
       }
       allReduce(staging.data(), staging.data(), total, op.type, op.op);
       at = 0;
       for (size_t k = i; k < j; ++k) {
         if (ops[k].coll != Collective::all_reduce) continue;
-        if (ops[k].count) std::memcpy(ops[k].recv, staging.data() + at, ops[k].count * es);
+        if (ops[k].count) copyBytes(ops[k].recv, staging.data() + at, ops[k].count * es);
         at += ops[k].count * es;
       }
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <span>
 
+#include "base/copy_bytes.h"
 #include "base/fd.h"
 
 namespace gyre {
@@ -120,7 +121,7 @@ void TcpConnection::keepThroughPayloads() {
       const uint32_t bytes = send_.meta(t.index).bytes;
       const size_t written =
           ahead == 0 && sentOffset_ > sizeof(SlotMeta) ? sentOffset_ - sizeof(SlotMeta) : 0;
-      std::memcpy(send_.slot(t.index) + written, t.src + written, bytes - written);
+      copyBytes(send_.slot(t.index) + written, t.src + written, bytes - written);
     } else {
       throughSends_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -269,7 +270,7 @@ uint32_t TcpConnection::readFrames() {
     size_t got = 0;
     if (stagingBegin_ < stagingEnd_) {
       got = std::min(want, stagingEnd_ - stagingBegin_);
-      std::memcpy(dst, staging_.data() + stagingBegin_, got);
+      copyBytes(dst, staging_.data() + stagingBegin_, got);
       stagingBegin_ += got;
     } else if (!inHeader && want >= staging_.size()) {
       const ssize_t n = ::recv(fd_, dst, want, MSG_DONTWAIT);

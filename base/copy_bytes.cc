@@ -1,0 +1,80 @@
+#include "base/copy_bytes.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace gyre {
+
+namespace {
+
+// Below glibc's threshold for `rep movsb` (2112 bytes) memcpy moves vectors itself.
+constexpr size_t kStringCopyFrom = 2048;
+
+#if defined(__x86_64__)
+// 128 bytes a round; the empty asm keeps the compiler from turning the loop back into memcpy.
+__attribute__((target("avx2"))) void copyAvx2(std::byte* d, const std::byte* s, size_t bytes) {
+  size_t i = 0;
+  for (; i + 128 <= bytes; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 64), c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i + 96), e);
+    asm volatile("" ::: "memory");
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+}
+
+void copySse2(std::byte* d, const std::byte* s, size_t bytes) {
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    asm volatile("" ::: "memory");
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+}
+
+bool hasAvx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+#endif
+
+}  // namespace
+
+void copyVectors(void* dst, const void* src, size_t bytes, bool avx2) {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+#if defined(__x86_64__)
+  return avx2 && hasAvx2() ? copyAvx2(d, s, bytes) : copySse2(d, s, bytes);
+#else
+  (void)avx2;
+  std::memcpy(d, s, bytes);
+#endif
+}
+
+void copyBytes(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  if (bytes >= kStringCopyFrom && shortCopyDistance(dst, src))
+    return copyVectors(dst, src, bytes, true);
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
+}  // namespace gyre
