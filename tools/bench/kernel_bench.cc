@@ -1,7 +1,9 @@
 // gyre-kernel-bench: the CPU reduction kernels against this machine's memory limits,
 // measured in the same run: memcpy, and a plain `a += b` float loop (what the peer kit's
 // membw calls the in-place reduce). GB/s counts 3 streams (read a, read b, write a), as
-// membw does; the 16-bit kernels count their 2-byte elements.
+// membw does; the 16-bit kernels count their 2-byte elements. Then 32 KiB copies at each
+// distance of destination past source (modulo 4 KiB): memcpy and process_vm_readv, whose
+// `rep movsb` stalls at 1-63 bytes on some CPUs, against gyre's copies that avoid it.
 //   build/tools/gyre-kernel-bench [MiB] [repeats]
 #include <algorithm>
 #include <chrono>
@@ -10,8 +12,13 @@
 #include <cstring>
 #include <vector>
 
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/copy_bytes.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/reduce.h"
+#include "link/mailbox.h"
 
 namespace {
 
@@ -30,6 +37,43 @@ double bestSeconds(int repeats, Fn fn) {
 
 __attribute__((noinline)) void plainAdd(float* __restrict a, const float* __restrict b, size_t n) {
   for (size_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+// Microseconds per 32 KiB copy at each distance, the best of `repeats` rounds of 200 copies.
+void copyDistances(int repeats) {
+  constexpr size_t kBytes = 32 << 10, kPage = 4096;
+  std::vector<unsigned char> arena(2 * (kBytes + 2 * kPage));
+  auto* src = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(arena.data()) + kPage - 1) & ~uintptr_t(kPage - 1));
+  unsigned char* dstPage = src + kBytes + kPage;
+  const int self = int(getpid());
+  std::printf("# 32 KiB copies, microseconds, by bytes of destination past source (mod 4 KiB)\n");
+  std::printf("# %-9s %10s %16s %10s %16s\n", "distance", "memcpy", "process_vm_readv", "copyBytes",
+              "readPeerMemory");
+  for (size_t distance : {0, 8, 16, 24, 32, 48, 64}) {
+    unsigned char* dst = dstPage + distance;
+    auto perCopy = [&](auto copy) {
+      return bestSeconds(repeats,
+                         [&] {
+                           for (int i = 0; i < 200; ++i) {
+                             copy();
+                             asm volatile("" ::: "memory");
+                           }
+                         }) /
+             200 * 1e6;
+    };
+    const double plain = perCopy([&] { std::memcpy(dst, src, kBytes); });
+    const double kernel = perCopy([&] {
+      iovec mine{dst, kBytes}, theirs{src, kBytes};
+      if (process_vm_readv(self, &mine, 1, &theirs, 1, 0) != ssize_t(kBytes)) std::abort();
+    });
+    const double ours = perCopy([&] { gyre::copyBytes(dst, src, kBytes); });
+    const double peer = perCopy([&] {
+      if (!gyre::readPeerMemory(self, dst, reinterpret_cast<uint64_t>(src), kBytes).empty())
+        std::abort();
+    });
+    std::printf("  %-9zu %10.2f %16.2f %10.2f %16.2f\n", distance, plain, kernel, ours, peer);
+  }
 }
 
 }  // namespace
@@ -75,5 +119,6 @@ int main(int argc, char** argv) {
     const double gbs = 3.0 * double(bytes) / sec / 1e9;
     std::printf("  %-22s %10.2f %10.2f\n", c.name, gbs, gbs / plainGBs);
   }
+  copyDistances(repeats);
   return 0;
 }
