@@ -84,6 +84,10 @@ PointerGetAttribute driverQuery() {
 
 }  // namespace
 
+bool cudaDriverLoaded() {
+  return driverLibrary() != nullptr;
+}
+
 bool isCudaDeviceMemory(const void* p) {
   if (!p) return false;
   static std::atomic<PointerGetAttributes> cached{nullptr};

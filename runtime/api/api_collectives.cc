@@ -83,6 +83,7 @@ constexpr auto Unstaged = gyre::StagedBuffer::unstaged;
 // no stream take the blocking host form.
 bool onStream(gyreStream_t stream, std::initializer_list<const void*> buffers) {
   if (stream) return true;
+  if (!gyre::cudaDriverLoaded()) return false;  // one look for every buffer of the call
   return std::any_of(buffers.begin(), buffers.end(),
                      [](const void* p) { return p && gyre::isCudaDeviceMemory(p); });
 }

@@ -1,10 +1,8 @@
 // The collectives: argument checks, the tuner's choice, and the algorithm each one runs.
 #include <numeric>
-#include <tuple>
 
 #include "algorithms/collective.h"
 #include "algorithms/prims.h"
-#include "base/device_memory.h"
 #include "base/log.h"
 #include "runtime/core/arg_checks.h"
 #include "runtime/core/communicator_impl.h"
@@ -35,14 +33,8 @@ void Communicator::Impl::checkBuffers(const char* what, const void* send, size_t
     fail(Code::invalid_argument, who() + ": " + what + ": sendbuff is null");
   }
   if (recvBytes && !recv) fail(Code::invalid_argument, who() + ": " + what + ": recvbuff is null");
-  for (const auto& [p, bytes, name] : {std::tuple{sendUsed ? send : nullptr, sendBytes, "sendbuff"},
-                                       std::tuple{recv, recvBytes, "recvbuff"}}) {
-    if (bytes && isCudaDeviceMemory(p)) {
-      fail(Code::invalid_argument, who() + ": " + what + ": " + name +
-                                       " is CUDA device memory, which the host form cannot "
-                                       "read; use the stream-ordered form (docs/cuda.md)");
-    }
-  }
+  // No look for CUDA device memory here: the C API sends such buffers to the stream-ordered
+  // form before a host call is made (one look per call, where tiny calls feel every one).
   if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
     fail(Code::invalid_argument,
          who() + ": " + what + ": sendbuff and recvbuff overlap without being in place");

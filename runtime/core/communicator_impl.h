@@ -83,6 +83,7 @@ struct Communicator::Impl {
   std::atomic<bool> abortFlag{false};
   mutable std::mutex poisonMutex;
   Status poison;
+  std::atomic<bool> poisonSet{false};  // poison is not ok: a call needs the lock only then
 
   // Stream-ordered calls (stream_calls.cc): staging made on first use. A shared_ptr so that
   // builds without CUDA need not see the type.
@@ -125,8 +126,10 @@ struct Communicator::Impl {
   void setPoison(const Status& s) {
     std::lock_guard lock(poisonMutex);
     if (poison.ok()) poison = s;
+    poisonSet.store(!poison.ok(), std::memory_order_release);
   }
   Status poisoned() const {
+    if (!poisonSet.load(std::memory_order_acquire)) return {};
     std::lock_guard lock(poisonMutex);
     return poison;
   }
