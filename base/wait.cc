@@ -24,7 +24,11 @@ Clock::time_point coarseNow() {
 }
 
 void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers) {
-  if (sleepers.load(std::memory_order_seq_cst) != 0) futex(&value, FUTEX_WAKE, INT_MAX, nullptr);
+  // The caller's store to `value` must be visible before `sleepers` is read, as the sleeper's
+  // increment is before its look at `value`: without the fence the load may pass the store (a
+  // store buffer), both sides miss each other, and the sleeper wakes only at its timeout.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_relaxed) != 0) futex(&value, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void sleepWhileEqual(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
