@@ -321,10 +321,10 @@ int main(int argc, char** argv) {
                "register the buffers (gyreCommRegister): sends leave straight from them over rdma");
   std::string algorithms;
   int rounds = 5;
-  app.add_option(
-      "--algos", algorithms,
-      "instead: compare algorithms (comma list of ring, tree, rd, tuned) in one process, "
-      "in turn at each size");
+  app.add_option("--algos", algorithms,
+                 "instead: compare algorithms (comma list of GYRE_ALGO names: ring, tree, rd, "
+                 "hier, oneshot, read, tuned) in one process, "
+                 "in turn at each size");
   app.add_option("--rounds", rounds, "--algos: rounds per size (the median is shown)")
       ->capture_default_str();
   double soakSeconds = 0;
