@@ -17,6 +17,9 @@ bool isCudaDeviceMemory(const void* p);
 // Whether this process has loaded the CUDA driver (the same look, at most every 100 ms): a call
 // that asks this once need not ask isCudaDeviceMemory of each of its buffers while it is false.
 bool cudaDriverLoaded();
+// The same without the 100 ms wait: for a caller that knows CUDA is in use (it holds a stream)
+// and whose answer every rank must share. Once found, the driver is never looked for again.
+bool findCudaDriver();
 
 // For GPUDirect RDMA: a dma-buf file descriptor (the caller closes it) for the pages of the
 // device allocation holding [p, p + bytes), with p at `offset` in it; -1 and the reason in

@@ -85,6 +85,10 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                    size_t elemBytes, std::optional<KernelCall> kernel) {
   auto& d = *impl_;
   const std::string call = d.who() + ": " + what;
+  // Whether the buffers are device memory decides between the kernel and the staged path, and
+  // every rank must decide alike: a look held back by the 100 ms throttle (another thread's or
+  // an earlier one's, before CUDA was loaded) would answer "host memory" on one rank only.
+  findCudaDriver();
   checkStaged(call, buffers, elems);
   d.pollDeviceFailure();
   if (Status s = d.poisoned(); !s.ok()) throw Failure(s);
