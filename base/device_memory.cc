@@ -46,19 +46,10 @@ int findLibcuda(dl_phdr_info* info, size_t, void* path) {
   return 0;
 }
 
-// The driver library once the process has loaded it, else null. Unless `now`, a look that
-// finds it missing is not repeated for 100 ms (nor by another thread meanwhile).
-void* driverLibrary(bool now = false) {
+// The driver library once the process has loaded it, else null: until it is found, every call
+// looks through the loaded libraries (a few microseconds).
+void* driverLibrary() {
   if (void* library = gLibrary.load(std::memory_order_acquire)) return library;
-  if (!now) {
-    // The coarse clock costs a few nanoseconds (no hardware read); its ticks of a few ms are
-    // plenty for a look every 100 ms.
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    const int64_t t = int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-    int64_t next = gNextLook.load(std::memory_order_relaxed);
-    if (t < next || !gNextLook.compare_exchange_strong(next, t + 100'000'000)) return nullptr;
-  }
   std::string path;
   dl_iterate_phdr(findLibcuda, &path);
   if (path.empty()) return nullptr;
@@ -88,11 +79,19 @@ PointerGetAttribute driverQuery() {
 }  // namespace
 
 bool cudaDriverLoaded() {
+  if (gLibrary.load(std::memory_order_acquire)) return true;
+  // The coarse clock costs a few nanoseconds (no hardware read); its ticks of a few ms are
+  // plenty for a look every 100 ms.
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  const int64_t now = int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  int64_t next = gNextLook.load(std::memory_order_relaxed);
+  if (now < next || !gNextLook.compare_exchange_strong(next, now + 100'000'000)) return false;
   return driverLibrary() != nullptr;
 }
 
 bool findCudaDriver() {
-  return driverLibrary(/*now=*/true) != nullptr;
+  return driverLibrary() != nullptr;
 }
 
 bool isCudaDeviceMemory(const void* p) {

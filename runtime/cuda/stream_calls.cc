@@ -58,7 +58,9 @@ Status awaitEvent(cudaEvent_t event, const Communicator::Impl& d, const std::str
 }
 
 // Every buffer the call names is device memory (what a kernel on any GPU of the host can reach
-// through the links' peers: pinned and pageable host memory stay staged).
+// through the links' peers: pinned and pageable host memory stay staged). It decides between
+// the kernels and staging, so every rank must answer alike: isCudaDeviceMemory looks for the
+// driver at once, never held back by an earlier look that found none.
 bool onDevice(const std::vector<StagedBuffer>& buffers) {
   for (const auto& b : buffers)
     if (b.p && b.bytes && !isCudaDeviceMemory(b.p)) return false;
@@ -85,10 +87,6 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
                                    size_t elemBytes, std::optional<KernelCall> kernel) {
   auto& d = *impl_;
   const std::string call = d.who() + ": " + what;
-  // Whether the buffers are device memory decides between the kernel and the staged path, and
-  // every rank must decide alike: a look held back by the 100 ms throttle (another thread's or
-  // an earlier one's, before CUDA was loaded) would answer "host memory" on one rank only.
-  findCudaDriver();
   checkStaged(call, buffers, elems);
   d.pollDeviceFailure();
   if (Status s = d.poisoned(); !s.ok()) throw Failure(s);
