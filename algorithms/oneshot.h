@@ -56,6 +56,14 @@ class OneShot {
   void enableDirectRead() { directRead_ = true; }
   uint64_t directReads() const { return directReads_; }
 
+  // Measures again how far apart ranks 0's and 1's CPUs sit, within the call ctx names; every
+  // rank of the window calls it at the same calls. Rank 1 echoes balls rank 0 sets in its probe
+  // word (link/mailbox.h), rank 0 times them (the fastest of a few batches' mean round trip)
+  // and posts the figure, and every rank returns rank 0's figure in ns: 0 where the trips
+  // did not come back at a cache line's pace (a rank taken off its CPU), so nothing was
+  // measured. Rank 0 starts a round once every rank has read the one before.
+  uint32_t remeasurePlacement(const OpContext& ctx);
+
   // Tells ranks waiting on this one that it failed with `s`: they stop now, naming it.
   void markFailed(const Status& s);
   // The same when this rank's communicator goes away (a no-op after a failure).
@@ -117,6 +125,7 @@ class OneShot {
   int rank_;
   bool directRead_ = false;
   uint64_t directReads_ = 0;           // calls run by runDirectRead
+  uint32_t probeRound_ = 0;            // remeasurePlacement calls so far
   std::vector<uint64_t> peerInputs_;   // the direct read: where each rank's input lies
   std::vector<uint64_t> peerOutputs_;  // and its output
   std::vector<std::byte> scratch_;     // readAllReduce: the pieces read

@@ -39,14 +39,17 @@ struct alignas(64) MailState {
   std::atomic<uint32_t> sleepers{0};  // ranks asleep on this rank's words (futex)
   int32_t pid = 0;                    // the owner, for liveness checks
   std::atomic<uint32_t> finished{0};  // calls finished: a futex word that moves with `done`
-  std::atomic<uint32_t> probe{0};     // at set-up: the round-trip probe's ball (below)
+  std::atomic<uint32_t> probe{0};     // the round-trip probe's ball (below)
   // The direct-read collectives (algorithms/oneshot.h): the seq of the last one whose reads
   // of other ranks' inputs and writes into their outputs this rank finished, and a futex word
   // that moves with it.
   std::atomic<uint64_t> readsDone{0};
   std::atomic<uint32_t> readsMoved{0};
-  uint32_t reserved = 0;
+  // The probes during calls (OneShot::remeasurePlacement): rank 0's latest round trip in ns (0:
+  // not measured), and the last probe round whose figure this rank has read.
+  std::atomic<uint32_t> probeNs{0};
   uint64_t pidAddress = 0;  // where `pid` lies in the owner's memory: a peer reads it at set-up
+  std::atomic<uint32_t> probeSeen{0};
 };
 static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
 
@@ -66,10 +69,11 @@ struct alignas(64) MailFailure {
 };
 
 // How far apart two ranks' CPUs sit: a cache line's round trip between them, bounced through
-// their probe words at set-up, before any call. `measureRoundTrip` (one side) returns the
-// fastest batch's mean round trip in ns, or 0 where the partner did not answer within `wait`
-// (it may have failed to map the window); `answerRoundTrips` (the other) echoes until the
-// measuring side is done or `wait` has passed.
+// their probe words at set-up, before any call (the probes during calls:
+// OneShot::remeasurePlacement). `measureRoundTrip` (one side) returns the fastest batch's mean
+// round trip in ns, or 0 where the partner did not answer within `wait` (it may have failed to
+// map the window); `answerRoundTrips` (the other) echoes until the measuring side is done or
+// `wait` has passed.
 double measureRoundTrip(MailState& self, const MailState& partner, Clock::duration wait);
 void answerRoundTrips(MailState& self, const MailState& partner, Clock::duration wait);
 

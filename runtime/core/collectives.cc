@@ -103,7 +103,16 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
 
 void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const void* send,
                                     void* recv) {
-  const Algorithm algorithm = choose(ctx.desc.coll, bytes);
+  Algorithm algorithm = choose(ctx.desc.coll, bytes);
+  // Every rank counts the same predictions of the same calls, so all probe at the same call.
+  if (placementProbeUs > 0 && bytes > 0) {
+    const LastChoice& last = lastChoice[size_t(ctx.desc.coll)];
+    if (last.placementMatters && (sincePlacementProbeUs += last.predictedUs) >= placementProbeUs) {
+      sincePlacementProbeUs = 0;
+      remeasurePlacement(ctx);
+      algorithm = choose(ctx.desc.coll, bytes);
+    }
+  }
   if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
     return runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
   }
@@ -122,7 +131,9 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   LastChoice& last = lastChoice[size_t(coll)];
   if (last.bytes == bytes) return last.algorithm;
   const Choice c = tuner->choose(coll, bytes, config.nranks);
-  last = {bytes, c.algorithm};
+  last = {bytes, c.algorithm, std::max(0.0, c.predictedUs),
+          otherPlacement &&
+              otherPlacement->choose(coll, bytes, config.nranks).algorithm != c.algorithm};
   // Logged once per collective, algorithm and power-of-two size class.
   if (!logEnabled(LogLevel::info)) return c.algorithm;
   int sizeClass = 0;

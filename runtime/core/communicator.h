@@ -64,6 +64,14 @@ struct KernelCall {
   int root = -1;
 };
 
+// Communicator::placementProbes.
+struct PlacementProbes {
+  uint64_t probes = 0;   // probes during calls
+  uint64_t changes = 0;  // probes that found the CPUs moved (close to far or back)
+  bool farApart = false;
+  bool probing = false;  // probes run during calls (every rank has a core; rank 0's setting)
+};
+
 class Communicator {
  public:
   static std::unique_ptr<Communicator> create(CommConfig config);
@@ -159,6 +167,9 @@ class Communicator {
   uint64_t directSends() const;
   // Collectives run by the direct read so far (diagnostics and tests).
   uint64_t directReads() const;
+  // The placement probes during calls so far, how many found the CPUs moved, and whether the
+  // tuner now prices shared memory for CPUs far apart (diagnostics and tests).
+  PlacementProbes placementProbes() const;
   // Ok, or the failure that poisoned the communicator.
   Status asyncError() const;
 

@@ -56,6 +56,13 @@ struct Communicator::Impl {
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
   std::vector<int> connectedPeers;  // per channel: peers with a connection on it
   std::unique_ptr<Tuner> tuner;
+  // Where ranks 0 and 1 probe where their CPUs sit during calls (host_window.cc): the tuner
+  // for the other placement, swapped in when a probe finds the CPUs moved; the predicted time
+  // between probes (rank 0's setting, 0: never) and how much has passed since the last.
+  std::unique_ptr<Tuner> otherPlacement;
+  double placementProbeUs = 0;
+  double sincePlacementProbeUs = 0;
+  uint64_t placementProbes = 0, placementChanges = 0;
   // Hosts and ranks per host where ranks lie host by host (else 1, 1): the hierarchical plans.
   int planHosts = 1;
   int planLocalRanks = 1;
@@ -78,6 +85,8 @@ struct Communicator::Impl {
   struct LastChoice {
     size_t bytes = SIZE_MAX;
     Algorithm algorithm = Algorithm::ring;
+    double predictedUs = 0;         // counted toward the next placement probe
+    bool placementMatters = false;  // the other placement's tuner chooses otherwise
   };
   LastChoice lastChoice[16];
   std::atomic<bool> abortFlag{false};
@@ -114,6 +123,9 @@ struct Communicator::Impl {
   // `directRead`: the direct-read collective, else the one-shot collective of ctx.
   void runOneShot(const OpContext& ctx, const void* send, void* recv, bool directRead);
   void enableDirectRead();  // at set-up, once the window is up
+  // Within call ctx, at the same call on every rank: ranks 0 and 1 measure again how far apart
+  // their CPUs sit; where they moved, every rank swaps in the other placement's tuner.
+  void remeasurePlacement(const OpContext& ctx);
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
   std::shared_ptr<Store> openStore();

@@ -98,6 +98,10 @@ void applyTuningEnv(CommConfig& c) {
   c.spin = std::chrono::microseconds(envInt("GYRE_SPIN_US", c.spin.count(), 0, 1000000));
   c.oneShotBytes =
       size_t(envInt("GYRE_ONESHOT_BYTES", (long long)c.oneShotBytes, 0, (long long)16 << 20));
+  c.placementProbe = std::chrono::milliseconds(
+      envInt("GYRE_PLACEMENT_PROBE_MS",
+             std::chrono::duration_cast<std::chrono::milliseconds>(c.placementProbe).count(), 0,
+             3600 * 1000));
   c.shmSingleCopyBytes = size_t(
       envInt("GYRE_SHM_SINGLE_COPY_BYTES", (long long)c.shmSingleCopyBytes, 0, (long long)1 << 30));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;

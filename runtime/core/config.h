@@ -31,6 +31,10 @@ struct CommConfig {
   // GYRE_ONESHOT_BYTES: the largest post of a one-shot collective through the host window
   // (every rank on one host over shared memory); 0: no window.
   size_t oneShotBytes = 64 * 1024;
+  // GYRE_PLACEMENT_PROBE_MS: where every rank has a core, ranks 0 and 1 measure again how far
+  // apart their CPUs sit after this much of the tuner's predicted time of calls whose choice
+  // depends on it (rank 0's setting holds for all); 0: only at set-up.
+  std::chrono::microseconds placementProbe{std::chrono::milliseconds(10)};
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
   // the system's default for the others), system (never set), or a name for every one.
@@ -58,9 +62,10 @@ struct CommConfig {
   size_t cudaSlotBytes = 256 << 10;  // GYRE_CUDA_SLOT_BYTES: slot size of device links
 };
 
-// Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_SOCKET_IFNAME,
+// Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_ONESHOT_BYTES,
+// GYRE_PLACEMENT_PROBE_MS, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_SOCKET_IFNAME,
 // GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT,
-// GYRE_SHM_DIR, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_IB_HCA, GYRE_IB_GID_INDEX.
+// GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX and the GYRE_CUDA_* variables.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

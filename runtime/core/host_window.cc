@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -65,7 +66,8 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     if (config.rank == 0) GYRE_LOG(info, who() + ": no host window: " + offer.substr(1));
     return;
   }
-  std::string mine = "1";  // rank 0's also carries the round trip it measured
+  // Rank 0's also carries the round trip it measured and how often calls measure it again.
+  std::string mine = "1";
   try {
     if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
@@ -77,7 +79,11 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     if (ranksHaveCores && config.rank == 0) {
       const double ns =
           measureRoundTrip(*window.mailbox(0).state, *window.mailbox(1).state, kProbeWait);
-      if (ns > 0) mine.append(" ").append(std::to_string(std::lround(ns)));
+      if (ns > 0) {
+        const bool probes = config.nranks >= 2 && !tuner->forced();
+        mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
+        mine.append(std::to_string(probes ? config.placementProbe.count() : 0));
+      }
     } else if (ranksHaveCores && config.rank == 1) {
       answerRoundTrips(*window.mailbox(1).state, *window.mailbox(0).state, 2 * kProbeWait);
     }
@@ -100,10 +106,17 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, false), config.rank);
   tuner->setOneShot(config.oneShotBytes);
   enableDirectRead();
-  // Rank 0's figure, so every rank prices its calls alike.
-  const long roundTripNs = all[0].size() > 2 ? std::atol(all[0].c_str() + 2) : 0;
+  // Rank 0's figures, so every rank prices its calls alike and probes at the same calls.
+  long roundTripNs = 0, probeUs = 0;
+  if (all[0].size() > 2) std::sscanf(all[0].c_str() + 2, "%ld %ld", &roundTripNs, &probeUs);
   if (roundTripNs > 0) {
-    tuner->setLink(Tuner::sharedMemory(ranksHaveCores, double(roundTripNs)));
+    const bool far = Tuner::farApart(double(roundTripNs));
+    tuner->setLink(Tuner::sharedMemoryAt(ranksHaveCores, far));
+    if (probeUs > 0) {
+      otherPlacement = std::make_unique<Tuner>(*tuner);
+      otherPlacement->setLink(Tuner::sharedMemoryAt(ranksHaveCores, !far));
+      placementProbeUs = double(probeUs);
+    }
     if (config.rank == 0) {
       GYRE_LOG(info,
                who() + ": a cache line between the CPUs of ranks 0 and 1 goes there and back in " +
@@ -134,6 +147,27 @@ void Communicator::Impl::enableDirectRead() {
   }
   oneShot->enableDirectRead();
   tuner->setDirectRead(true);
+}
+
+void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
+  const uint32_t ns = oneShot->remeasurePlacement(ctx);
+  ++placementProbes;
+  if (ns == 0 || Tuner::farApart(ns) == tuner->link().farApart) return;
+  std::swap(tuner, otherPlacement);
+  for (LastChoice& last : lastChoice) last = {};
+  ++placementChanges;
+  if (config.rank == 0) {
+    GYRE_LOG(info, who() + ": the CPUs of ranks 0 and 1 moved " +
+                       (tuner->link().farApart ? "apart" : "close") +
+                       " (a cache line there and back in " + std::to_string(ns) + " ns, at call " +
+                       std::to_string(ctx.desc.seq) + "): the tuner prices that from now on");
+  }
+}
+
+PlacementProbes Communicator::placementProbes() const {
+  std::lock_guard lock(impl_->opMutex);
+  return {impl_->placementProbes, impl_->placementChanges,
+          impl_->tuner && impl_->tuner->link().farApart, impl_->placementProbeUs > 0};
 }
 
 uint64_t Communicator::directReads() const {

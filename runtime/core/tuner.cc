@@ -165,11 +165,19 @@ int Tuner::channels(size_t bytes) const {
   return int(std::min<size_t>(byBytes, size_t(std::max(1, link_.maxChannels))));
 }
 
+bool Tuner::farApart(double roundTripNs) {
+  return roundTripNs >= kFarRoundTripNs;
+}
+
 LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs) {
-  const double wholeBufferStep = !ranksHaveCores                  ? kShmSleepingWholeBufferStep
-                                 : roundTripNs >= kFarRoundTripNs ? kShmFarWholeBufferStep
-                                                                  : kShmWholeBufferStep;
-  const bool far = ranksHaveCores && roundTripNs >= kFarRoundTripNs;
+  return sharedMemoryAt(ranksHaveCores, farApart(roundTripNs));
+}
+
+LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart) {
+  const bool far = ranksHaveCores && farApart;
+  const double wholeBufferStep = !ranksHaveCores ? kShmSleepingWholeBufferStep
+                                 : far           ? kShmFarWholeBufferStep
+                                                 : kShmWholeBufferStep;
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs,
                 far ? kShmFarBetaBytesUs : kShmBetaBytesUs, wholeBufferStep, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;

@@ -68,6 +68,10 @@ class Tuner {
   // line's round trip between two ranks' CPUs, measured over the host window (0: unmeasured);
   // far apart, copies through shared memory slow down and fewer, larger steps pay.
   static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0);
+  // The same where the CPUs are known to sit close or `farApart` (a round trip of 300 ns or
+  // more, two lines bounced, counts as far).
+  static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart);
+  static bool farApart(double roundTripNs);
   // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
   // default 10; docs/tuning.md).
   static LinkCost tcpNetwork(int coresPerRank = 1, double gbits = 10);
@@ -94,6 +98,8 @@ class Tuner {
   // least kBytesPerExtraChannel (docs/tuning.md). Every rank computes the same number.
   int channels(size_t bytes) const;
   int maxChannels() const { return link_.maxChannels; }
+  const LinkCost& link() const { return link_; }
+  bool forced() const { return forced_; }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 

@@ -1,0 +1,74 @@
+// The placement probe during calls (GYRE_PLACEMENT_PROBE_MS), ranks as threads over shared
+// memory: with a probe before every call whose algorithm depends on where the CPUs sit, every
+// rank probes at the same calls, holds the same verdict, and every element comes out exact
+// while the tuner follows the CPUs from one algorithm to another.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/harness/thread_ranks.h"
+
+using namespace gyre;
+
+TEST_CASE("placement probe: ranks probe at the same calls and stay exact") {
+  const int n = 2;
+  if (std::thread::hardware_concurrency() < unsigned(n)) {
+    MESSAGE("skipped: the probe runs only where every rank has a core, and this machine has "
+            << std::thread::hardware_concurrency());
+    return;
+  }
+  CommConfig config;
+  config.timeout = std::chrono::seconds(60);
+  config.placementProbe = std::chrono::microseconds(1);  // before every call it matters to
+  test::ThreadJob job(n, config, "placement-probe");
+  // 64 KiB to 1 MiB: close, the slots' ring or the window; far apart, the direct read.
+  const size_t counts[] = {16 << 10, 64 << 10, 256 << 10};
+  const int rounds = 60;
+  std::vector<std::string> wrong(n);
+  job.run([&](Communicator& c, int r) {
+    auto note = [&](bool ok, const std::string& what) {
+      if (!ok && wrong[size_t(r)].empty())
+        wrong[size_t(r)] = "rank " + std::to_string(r) + ": " + what;
+    };
+    for (int i = 0; i < rounds; ++i) {
+      const size_t count = counts[size_t(i) % std::size(counts)];
+      const auto value = [&](int rank, size_t k) { return int32_t(rank * 7919 + i) + int32_t(k); };
+      std::vector<int32_t> in(count), out(count * n + 1);
+      for (size_t k = 0; k < count; ++k) in[k] = value(r, k);
+      std::fill(out.begin(), out.end(), -7);
+      c.allReduce(in.data(), out.data(), count, DataType::i32, RedOp::sum);
+      for (size_t k = 0; k < count; ++k) note(out[k] == value(0, k) + value(1, k), "all_reduce");
+      note(out[count] == -7, "all_reduce wrote past its buffer");
+      std::fill(out.begin(), out.end(), -7);
+      c.allGather(in.data(), out.data(), count, DataType::i32);
+      for (int p = 0; p < n; ++p) {
+        for (size_t k = 0; k < count; ++k) {
+          note(out[size_t(p) * count + k] == value(p, k), "all_gather");
+        }
+      }
+      note(out[count * n] == -7, "all_gather wrote past its buffer");
+      const int root = i % n;
+      std::fill(out.begin(), out.end(), -7);
+      c.broadcast(in.data(), out.data(), count, DataType::i32, root);
+      for (size_t k = 0; k < count; ++k) note(out[k] == value(root, k), "broadcast");
+      note(out[count] == -7, "broadcast wrote past its buffer");
+    }
+  });
+  for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
+  const PlacementProbes zero = job.comm(0).placementProbes(), one = job.comm(1).placementProbes();
+  MESSAGE(zero.probes << " probes, " << zero.changes << " changes, ending "
+                      << (zero.farApart ? "far apart" : "close"));
+  CHECK(one.probes == zero.probes);
+  CHECK(one.changes == zero.changes);
+  CHECK(one.farApart == zero.farApart);
+  if (!zero.probing) {
+    MESSAGE("no probes during calls: the communicator found the ranks without a core each");
+    CHECK(zero.probes == 0);
+  } else {
+    // Every all-reduce of these sizes chooses otherwise in the other placement.
+    CHECK(zero.probes >= uint64_t(rounds));
+  }
+}

@@ -1,0 +1,93 @@
+// The placement probe during calls (OneShot::remeasurePlacement), over a host window in this
+// process with ranks as threads: every rank gets rank 0's figure of the same round, round after
+// round, and a rank 1 that never comes costs rank 0 the call's deadline, naming rank 1.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "algorithms/oneshot.h"
+#include "base/status.h"
+
+namespace gyre {
+namespace {
+
+struct TestWindow {
+  explicit TestWindow(int n) : nranks(n) {
+    const size_t bytes = (MailboxWindow::bytesFor(n, 4096) + 63) / 64 * 64;
+    memory = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+    std::memset(memory, 0, bytes);
+    MailboxWindow window(memory, n, 4096, /*format=*/true);
+    // Waits look at the process they wait for: this one.
+    for (int r = 0; r < n; ++r) window.mailbox(r).state->pid = int32_t(getpid());
+  }
+  ~TestWindow() { std::free(memory); }
+  OneShot rank(int r) const { return OneShot(MailboxWindow(memory, nranks, 4096, false), r); }
+  OpContext call(int r, uint64_t seq, std::chrono::milliseconds timeout) const {
+    OpContext ctx;
+    ctx.desc = {seq, 1, -1, Collective::all_reduce, DataType::f32, RedOp::sum};
+    ctx.rank = r;
+    ctx.nranks = nranks;
+    ctx.timeout = timeout;
+    ctx.deadline = Clock::now() + timeout;
+    ctx.busy.spin = std::chrono::microseconds(200);
+    return ctx;
+  }
+  int nranks;
+  std::byte* memory = nullptr;
+};
+
+TEST_CASE("placement probe: every rank gets rank 0's figure of each round") {
+  const int n = 3, rounds = 300;
+  TestWindow window(n);
+  std::vector<std::vector<uint32_t>> figures(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      OneShot rank = window.rank(r);
+      try {
+        for (int i = 0; i < rounds; ++i) {
+          figures[r].push_back(
+              rank.remeasurePlacement(window.call(r, uint64_t(i + 1), std::chrono::seconds(30))));
+        }
+      } catch (const Failure& f) {
+        errors[r] = f.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) REQUIRE_MESSAGE(errors[r].empty(), errors[r]);
+  int measured = 0;
+  for (int i = 0; i < rounds; ++i) {
+    CHECK(figures[1][size_t(i)] == figures[0][size_t(i)]);
+    CHECK(figures[2][size_t(i)] == figures[0][size_t(i)]);
+    if (figures[0][size_t(i)] > 0) ++measured;
+    // A round trip is two cache-line transfers; at most the 200 µs a trip may take.
+    CHECK(figures[0][size_t(i)] <= 200000);
+  }
+  // A round goes unmeasured only where a rank lost its CPU in the middle of it.
+  MESSAGE(measured << " of " << rounds << " rounds measured");
+  CHECK(measured > 0);
+}
+
+TEST_CASE("placement probe: a rank 1 that never comes costs rank 0 the deadline, naming it") {
+  TestWindow window(2);
+  OneShot zero = window.rank(0);
+  const auto start = Clock::now();
+  try {
+    zero.remeasurePlacement(window.call(0, 1, std::chrono::milliseconds(200)));
+    FAIL("the probe returned without rank 1");
+  } catch (const Failure& f) {
+    CHECK(f.status().code == Code::timeout);
+    CHECK(std::string(f.what()).find("waiting for the placement probe's answer from rank 1") !=
+          std::string::npos);
+  }
+  CHECK(Clock::now() - start < std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace gyre
