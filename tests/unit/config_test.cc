@@ -74,6 +74,25 @@ TEST_CASE("config: GYRE_TCP_TIMEOUT in whole seconds, 0 for the system's; defaul
   }
 }
 
+TEST_CASE("config: GYRE_PLACEMENT_PROBE_MS in whole milliseconds, 0 for set-up only; 10 ms") {
+  {
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.placementProbe == std::chrono::milliseconds(10));
+  }
+  for (const auto& [text, ms] : {std::pair{"0", 0}, std::pair{"250", 250}}) {
+    ScopedEnv e("GYRE_PLACEMENT_PROBE_MS", text);
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.placementProbe == std::chrono::milliseconds(ms));
+  }
+  for (const char* bad : {"-1", "2.5", "soon"}) {
+    ScopedEnv e("GYRE_PLACEMENT_PROBE_MS", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}
+
 TEST_CASE("config: Slurm's first node of a node list") {
   CHECK(firstSlurmHost("vm") == "vm");
   CHECK(firstSlurmHost("node[01-04,07],gpu5") == "node01");
