@@ -30,7 +30,8 @@ algos_of() {
 echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
   "$iters iterations, then the median over $procs process(es); $(date -u +%F), $(nproc) cores," \
   "transport ${GYRE_TRANSPORT:-auto}"
-echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log); pick/best: that algorithm's time over" \
+echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the last one logged where a probe" \
+  "during calls swapped its pricing); pick/best: that algorithm's time over" \
   "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -45,12 +46,14 @@ for n in ${ranks//,/ }; do
     echo
     : >"$work/rows"
     : >"$work/trips"
+    : >"$work/moves"
     for ((p = 0; p < procs; p++)); do
       GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --no-prefix "$bin/gyre-bench" "$coll" \
         --algos "$algos,tuned" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
         --rounds "$rounds" 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
       grep -v '^#' "$work/out" >>"$work/rows"
       { grep -oE 'goes there and back in [0-9]+ ns' "$work/log" || true; } | awk '{print $6}' >>"$work/trips"
+      { grep -cE 'rank 0: the CPUs of ranks 0 and 1 moved' "$work/log" || true; } >>"$work/moves"
     done
     # Rank 0's log names each pick: "rank 0: <coll> of <bytes> B at n=<n>: <algo> (predicted ...".
     awk -v coll="$coll" -v algos="$algos" '
@@ -87,7 +90,9 @@ for n in ${ranks//,/ }; do
             m[k + 2] / best
         }
       }' "$work/log" "$work/rows"
-    # Each communicator's set-up probe (ranks with cores): the tuner prices with it.
+    # Each communicator's set-up probe (ranks with cores): the tuner prices with it, and the
+    # tuned communicator swaps its pricing where a probe during calls finds the CPUs moved.
     sort -n "$work/trips" | awk '{ v[NR] = $1 } END { if (NR) printf "\nranks 0 and 1 at set-up: a cache line there and back in %s-%s ns (%d probes; 300 and up counts as far apart)\n", v[1], v[NR], NR }'
+    awk '{ s += $1 } END { if (s) printf "the tuned communicator found the CPUs moved %d times during calls\n", s }' "$work/moves"
   done
 done
