@@ -72,3 +72,30 @@ TEST_CASE("placement probe: ranks probe at the same calls and stay exact") {
     CHECK(zero.probes >= uint64_t(rounds));
   }
 }
+
+// A rank that left before the probe fails the probe's wait at once, naming it, not at the
+// deadline.
+TEST_CASE("placement probe: a peer that left fails the probe fast, naming it") {
+  CommConfig config;
+  config.timeout = std::chrono::seconds(60);
+  config.placementProbe = std::chrono::microseconds(1);
+  test::ThreadJob job(2, config, "placement-probe-left");
+  if (!job.comm(0).placementProbes().probing) {
+    MESSAGE("skipped: no probes during calls here (the ranks share cores)");
+    return;
+  }
+  job.destroy(1);
+  std::vector<int32_t> in(64 << 10, 1), out(64 << 10);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    job.comm(0).allReduce(in.data(), out.data(), in.size(), DataType::i32, RedOp::sum);
+    FAIL("the all-reduce returned without rank 1");
+  } catch (const Failure& f) {
+    CAPTURE(f.what());
+    CHECK(f.status().code == Code::remote_error);
+    CHECK(std::string(f.what()).find("rank 1") != std::string::npos);
+    CHECK(std::string(f.what()).find("all_reduce #1") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(job.comm(0).placementProbes().probes == 0);  // the probe itself failed
+}
