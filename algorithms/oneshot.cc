@@ -312,7 +312,6 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
     zero.probeNs.store(figure, std::memory_order_relaxed);
     zero.probe.store(done, std::memory_order_release);
     notifyAll(zero.probe, zero.sleepers);
-    self_.state->probeSeen.store(round, std::memory_order_release);
     return figure;
   }
   if (rank_ == 1) {
@@ -324,10 +323,7 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
         seen = zero.probe.load(std::memory_order_acquire);
         return seen == placementBall(round, trip) || seen == done;
       };
-      for (int polls = 0; polls < 4096 && !arrived(); ++polls) cpuRelax();
-      if (seen != done && seen != placementBall(round, trip)) {
-        waitUntil(ctx, 0, "the placement probe's ball from", arrived, zero.probe);
-      }
+      waitUntil(ctx, 0, "the placement probe's ball from", arrived, zero.probe);
       if (seen == done) break;
       self_.state->probe.store(seen, std::memory_order_release);
       if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers);
