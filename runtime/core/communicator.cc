@@ -266,6 +266,18 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     if (peers[r].rank != r) fail(Code::internal, who() + ": rendezvous returned a wrong rank");
   }
   board = std::make_unique<FailureBoard>(commStore, config.rank, config.nranks);
+  try {
+    setUpWithPeers(self);
+  } catch (const Failure& f) {
+    // Peers may already be in their first call: one that fails there while this rank still
+    // connects closes its connections, and this rank must name the first cause, not the
+    // closed socket. A failure of its own here is recorded for the others alike.
+    throw Failure(board->report(f.status(), "setting up the communicator"));
+  }
+}
+
+// Everything after the rendezvous: the tuner, the host window, the ring's connections.
+void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
   // Polling pays only while no rank waits for a core: one thread per rank on this host. A
   // launcher may bind each rank to cores of its own (gyre-run does), so count the host's.
   const auto hosts = coresByHost(peers);
@@ -317,9 +329,9 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     planHosts = nHosts;
     planLocalRanks = perHost;
   }
-  setUpHostWindow(allMemory);
   sentTo.assign(config.nranks, 0);
   receivedFrom.assign(config.nranks, 0);
+  setUpHostWindow(allMemory);
   // Ring neighbours now (in ascending order, like execute()); other pairs on first use.
   if (config.nranks > 1) {
     const int next = (config.rank + 1) % config.nranks;
@@ -328,7 +340,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     connection(std::max(next, prev), 0);
   }
   // A second process that claimed a rank of this job after this one's bootstrap finished.
-  if (Status s = jobConflict(*store); !s.ok()) fail(s.code, who() + ": " + s.message);
+  if (Status s = jobConflict(*rootStore); !s.ok()) fail(s.code, who() + ": " + s.message);
   if (logEnabled(LogLevel::info)) {
     std::map<std::string, int> byTransport;
     for (const PeerInfo& p : peers) {

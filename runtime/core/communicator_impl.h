@@ -117,6 +117,7 @@ struct Communicator::Impl {
   std::string who() const { return "rank " + std::to_string(config.rank); }
 
   void init(const std::string& explicitNamespace);
+  void setUpWithPeers(const PeerInfo& self);
   // Where every rank shares this host over memory: rank 0 creates the host window, every rank
   // maps it, and all agree to use it (host_window.cc).
   void setUpHostWindow(bool allMemory);

@@ -179,6 +179,10 @@ std::string lostHeader(int lostRank, int noticer) {
 }  // namespace
 
 Status FailureBoard::report(const Status& local, const OpDesc& op) {
+  return report(local, describeOp(op));
+}
+
+Status FailureBoard::report(const Status& local, const std::string& what) {
   const std::string mine = encodeRecord(rank_, local);
   std::string first;
   try {
@@ -195,7 +199,7 @@ Status FailureBoard::report(const Status& local, const OpDesc& op) {
     if (local.lostRank < 0) return local;
     return {local.code, lostHeader(local.lostRank, rank_) + local.message, local.lostRank};
   }
-  const std::string here = "rank " + std::to_string(rank_) + ": " + describeOp(op);
+  const std::string here = "rank " + std::to_string(rank_) + ": " + what;
   if (r.lostRank >= 0) {
     return {r.code, lostHeader(r.lostRank, r.rank) + here + " stopped: " + r.message, r.lostRank};
   }

@@ -31,6 +31,9 @@ class FailureBoard {
   // The status this rank should report for `local`: itself if this rank failed first (or
   // the store is unreachable), else the first failure, named.
   Status report(const Status& local, const OpDesc& op);
+  // The same for a failure outside any call: `what` says what this rank was doing
+  // ("setting up the communicator").
+  Status report(const Status& local, const std::string& what);
 
   // The first failure any rank recorded, or ok (one non-blocking store read).
   Status recorded();

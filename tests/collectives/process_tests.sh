@@ -298,6 +298,34 @@ stop)
       fail "rank $r did not attribute the timeout to rank 2"
   done
   ;;
+setup-failure)
+  # Rank 1 fails after the rendezvous, while the others still connect: each of them names rank
+  # 1 and its reason, fast. Its failure: it alone requires rdma, on a host with no device.
+  if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+    echo "setup-failure: this host has an RDMA device, so rank 1 would not fail; skipped"
+    exit 0
+  fi
+  cat >"$out.rank1-rdma" <<'WRAP'
+#!/bin/sh
+[ "$GYRE_RANK" = 1 ] && export GYRE_TRANSPORT=rdma
+exec "$@"
+WRAP
+  chmod +x "$out.rank1-rdma"
+  start=$(date +%s)
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$out.rank1-rdma" "$walk" >"$out" 2>&1
+  rc=$?
+  rm -f "$out.rank1-rdma"
+  [ "$rc" -ne 0 ] || fail "the job succeeded although rank 1 could not set up"
+  # gyre-run sees only exit codes: whichever rank exits first may be the one it names.
+  grep -qE '^\[1\] walkthrough: invalid usage: rank 1: GYRE_TRANSPORT=rdma but' "$out" ||
+    fail "rank 1 did not say why it failed"
+  for r in 0 2 3; do
+    # Where it is: setting up, or in the first call where rank 1 accepted its connection early.
+    grep -qE "^\[$r\] walkthrough: invalid usage: rank $r: (setting up the communicator|all_reduce #1 .*) failed because rank 1 failed first: rank 1: GYRE_TRANSPORT=rdma" "$out" ||
+      fail "rank $r did not name rank 1 and its reason"
+  done
+  [ $(( $(date +%s) - start )) -lt 30 ] || fail "took too long: errors must come well inside the 60 s timeout"
+  ;;
 mismatch)
   # Ranks that disagree fail with invalid usage, fast, whatever they disagree on.
   for kind in count dtype op root kind; do

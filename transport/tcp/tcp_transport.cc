@@ -325,7 +325,7 @@ tcp::socket TcpTransport::connectSocket(const PeerInfo& peer, int channel,
                                         Clock::time_point deadline, const Interrupt& interrupted,
                                         uint16_t flags) {
   if (peer.rank == config_.rank) fail(Code::internal, "tcp connect to self");
-  return config_.rank < peer.rank ? dial(peer, channel, deadline, flags)
+  return config_.rank < peer.rank ? dial(peer, channel, deadline, interrupted, flags)
                                   : awaitAccepted(peer, channel, deadline, interrupted);
 }
 
@@ -413,7 +413,7 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
 }  // namespace
 
 tcp::socket TcpTransport::dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
-                               uint16_t flags) {
+                               const Interrupt& interrupted, uint16_t flags) {
   std::string host;
   uint16_t port = 0;
   const bool published = addressOf(peer, host, port);
@@ -444,14 +444,26 @@ tcp::socket TcpTransport::dial(const PeerInfo& peer, int channel, Clock::time_po
   auto result = d->result.get_future();
   loop_.post([d] { dialOnLoop(d); });
 
-  if (result.wait_until(deadline) != std::future_status::ready) {
+  const auto giveUp = [&] {
     loop_.post([d] {
       asio::error_code ignored;
       d->timer.cancel();
       d->socket.close(ignored);
       d->finish(asio::error::timed_out);
     });
-    fail(Code::timeout, who + ": timed out");
+  };
+  // A peer that is gone refuses every retry until the deadline: look at why now and then.
+  while (result.wait_until(std::min(deadline, Clock::now() + std::chrono::milliseconds(100))) !=
+         std::future_status::ready) {
+    if (Clock::now() >= deadline) {
+      giveUp();
+      fail(Code::timeout, who + ": timed out");
+    }
+    if (!interrupted) continue;
+    if (const Status s = interrupted(); !s.ok()) {
+      giveUp();
+      throw Failure(Status{s.code, who + ": " + s.message, s.lostRank});
+    }
   }
   ec = result.get();
   if (!d->acceptorProved) {
@@ -485,8 +497,10 @@ tcp::socket TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
       lock.unlock();
       const Status s = interrupted();
       if (!s.ok()) {
-        throw Failure(s.code, "rank " + std::to_string(config_.rank) + ": waiting for rank " +
-                                  std::to_string(peer.rank) + " to connect: " + s.message);
+        throw Failure(Status{s.code,
+                             "rank " + std::to_string(config_.rank) + ": waiting for rank " +
+                                 std::to_string(peer.rank) + " to connect: " + s.message,
+                             s.lostRank});
       }
       lock.lock();
     }

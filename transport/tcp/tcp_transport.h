@@ -53,7 +53,7 @@ class TcpTransport : public Transport {
   void sendChallengeOnLoop(std::shared_ptr<Pending> pending);
   void handOverOnLoop(std::shared_ptr<Pending> pending);
   asio::ip::tcp::socket dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
-                             uint16_t flags);
+                             const Interrupt& interrupted, uint16_t flags);
   void setCongestionControl(int fd, const PeerInfo& peer);
   asio::ip::tcp::socket awaitAccepted(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted);
