@@ -231,8 +231,12 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
     storeNamespace = "comm" + std::to_string(index);
   }
   auto commStore = makePrefixStore(storeNamespace, store);
+  // Later exchanges (the host window's, split's) also stop for a failure another rank recorded.
   bootstrap = std::make_unique<Bootstrap>(commStore, config.rank, config.nranks, config.timeout,
-                                          [store] { return jobConflict(*store); });
+                                          [this, store] {
+                                            if (Status s = jobConflict(*store); !s.ok()) return s;
+                                            return board ? board->recorded() : Status{};
+                                          });
   loop = std::make_unique<EventLoop>("gyre-progress");
   TransportOptions options;
   options.link.jobId = config.jobId;
