@@ -41,17 +41,22 @@ constexpr auto kProbeWait = std::chrono::seconds(2);
 
 // After the exchange of peer infos, so that only a communicator whose ranks all share this
 // host makes a window: rank 0 creates it and offers it in one more exchange, the others map
-// it, and a last exchange tells every rank whether all did. Decided from what every rank
-// knows alike (the peers' infos, the configuration), so all of them take part or none.
+// it, and a last exchange tells every rank whether all did. Whether to try is decided from
+// what every rank knows alike (the peers' infos); a rank's own settings travel in the offer
+// exchange, so all of them take part or none.
 void Communicator::Impl::setUpHostWindow(bool allMemory) {
   const bool everyPeerShm = std::all_of(peers.begin(), peers.end(),
                                         [](const PeerInfo& p) { return p.part("shm") != nullptr; });
-  if (!allMemory || !everyPeerShm || config.nranks < 2 || config.oneShotBytes == 0 ||
+  if (!allMemory || !everyPeerShm || config.nranks < 2 ||
       (config.transport != "auto" && config.transport != "shm")) {
     return;
   }
-  std::string offer;  // rank 0's: "1<handle>", or "0<why not>"
-  if (config.rank == 0) {
+  // Rank 0 offers the window ("1<handle>"); every rank says whether it takes part ("1", or
+  // "0<why not>"), so one set to GYRE_ONESHOT_BYTES=0 leaves the others waiting for nothing.
+  std::string offer = "1";
+  if (config.oneShotBytes == 0) {
+    offer = "0GYRE_ONESHOT_BYTES=0 on rank " + std::to_string(config.rank);
+  } else if (config.rank == 0) {
     try {
       windowSegment = ShmSegment::create(
           config.shmDir, MailboxWindow::bytesFor(config.nranks, config.oneShotBytes));
@@ -61,11 +66,14 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       offer = std::string("0") + f.what();
     }
   }
-  offer = bootstrap->allGather(offer)[0];
-  if (offer[0] != '1') {
-    if (config.rank == 0) GYRE_LOG(info, who() + ": no host window: " + offer.substr(1));
+  const auto offers = bootstrap->allGather(offer);
+  for (const std::string& o : offers) {
+    if (!o.empty() && o[0] == '1') continue;
+    if (config.rank == 0) GYRE_LOG(info, who() + ": no host window: " + o.substr(1));
+    windowSegment = {};
     return;
   }
+  offer = offers[0];
   // Rank 0's also carries the round trip it measured and how often calls measure it again.
   std::string mine = "1";
   try {

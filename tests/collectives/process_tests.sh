@@ -6,7 +6,7 @@ case_name=$2
 run=$bin/gyre-run
 walk=$bin/walkthrough
 out=$(mktemp)
-trap 'rm -f "$out" "$out.per-call"' EXIT
+trap 'rm -f "$out" "$out.per-call" "$out.no-window" "$out.rank1-rdma"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
 # Starts a standalone gyre-rendezvous on a free loopback port (extra arguments go to it);
@@ -232,6 +232,23 @@ oneshot)
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
+  # A rank set to GYRE_ONESHOT_BYTES=0 declines the window: none is used, nobody waits for it.
+  cat >"$out.no-window" <<'WRAP'
+#!/bin/sh
+[ "$GYRE_RANK" = 1 ] && export GYRE_ONESHOT_BYTES=0
+exec "$@"
+WRAP
+  chmod +x "$out.no-window"
+  start=$(date +%s%N)
+  GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$out.no-window" "$bin/gyre-bench" all_reduce \
+    -b 24 -e 24 -n 20 -w 2 >"$out" 2>&1 || fail "gyre-bench with rank 1 declining exited $?"
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  rm -f "$out.no-window"
+  grep -q "rank 0: no host window: GYRE_ONESHOT_BYTES=0 on rank 1" "$out" || fail "rank 0 did not say why no window"
+  ! grep -q "oneshot" "$out" || fail "a window was used although rank 1 declined it"
+  bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+  [ "$(grep -cE '^\[0\] +[0-9]+ ' "$out")" -eq 1 ] && [ "$bad" -eq 0 ] || fail "with rank 1 declining: wrong results"
+  [ "$ms" -lt 20000 ] || fail "with rank 1 declining the job took $ms ms: a rank waited for it"
   # Two ranks with a core each: rank 0 measures how far apart their CPUs sit over the window,
   # and both price their calls with its figure: they pick the same algorithm.
   if [ "$(nproc)" -ge 2 ]; then
