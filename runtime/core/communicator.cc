@@ -18,6 +18,7 @@
 #include "base/auth.h"
 #include "base/device_memory.h"
 #include "base/log.h"
+#include "runtime/core/agreement.h"
 #include "runtime/core/bootstrap.h"
 #include "runtime/core/communicator_impl.h"
 #include "runtime/core/failure_board.h"
@@ -112,30 +113,6 @@ Status jobConflict(Store& store) {
   }
 }
 
-// What every rank of a communicator must agree on; checked from the bootstrap's all-gather
-// so that every rank, not only the one a handshake would refuse, says what differed.
-struct Agreement {
-  int nranks = 0;
-  uint32_t nSlots = 0;
-  size_t slotBytes = 0;
-
-  // Lines PeerInfo::decode skips.
-  std::string encode() const {
-    return "agree.nranks=" + std::to_string(nranks) + "\nagree.slots=" + std::to_string(nSlots) +
-           "\nagree.slotBytes=" + std::to_string(slotBytes) + "\n";
-  }
-  static Agreement decode(const std::string& text) {
-    Agreement a;
-    unsigned long long slotBytes = 0;
-    if (std::sscanf(text.c_str(), "agree.nranks=%d\nagree.slots=%u\nagree.slotBytes=%llu",
-                    &a.nranks, &a.nSlots, &slotBytes) != 3) {
-      a.nranks = -1;  // a rank of another gyre version
-    }
-    a.slotBytes = size_t(slotBytes);
-    return a;
-  }
-};
-
 }  // namespace
 
 void Communicator::Impl::claimRank(Store& store) {
@@ -159,21 +136,7 @@ namespace {
 void checkAgreement(Bootstrap& bootstrap, const std::string& who, const Agreement& mine,
                     const std::vector<std::string>& all) {
   for (int r = 0; r < int(all.size()); ++r) {
-    const Agreement theirs = Agreement::decode(all[size_t(r)]);
-    std::string what;
-    if (theirs.nranks != mine.nranks) {
-      what = theirs.nranks < 0 ? "rank " + std::to_string(r) + " runs another gyre version"
-                               : "rank " + std::to_string(r) + " says the communicator has " +
-                                     std::to_string(theirs.nranks) + " ranks, " + who + " says " +
-                                     std::to_string(mine.nranks) +
-                                     " (nranks / WORLD_SIZE must be the same on every rank)";
-    } else if (theirs.nSlots != mine.nSlots || theirs.slotBytes != mine.slotBytes) {
-      what = "rank " + std::to_string(r) + " has " + std::to_string(theirs.nSlots) + " slots of " +
-             std::to_string(theirs.slotBytes) + " bytes per link, " + who + " has " +
-             std::to_string(mine.nSlots) + " of " + std::to_string(mine.slotBytes) +
-             " (GYRE_NSLOTS, GYRE_SLOT_BYTES or the config's slots must be the same on every "
-             "rank)";
-    }
+    const std::string what = mine.differenceFrom(Agreement::decode(all[size_t(r)]), r, who);
     if (!what.empty()) bootstrap.abort(who + ": ranks disagree: " + what);
   }
 }
@@ -262,7 +225,7 @@ void Communicator::Impl::init(const std::string& explicitNamespace) {
   self.hostId = localHostId();
   self.cpus = allowedCpus();
   transports->publish(self);
-  const Agreement agreed{config.nranks, config.nSlots, config.slotBytes};
+  const Agreement agreed = Agreement::of(config);
   const auto all = bootstrap->allGather(agreed.encode() + self.encode());
   checkAgreement(*bootstrap, who(), agreed, all);
   for (const auto& text : all) peers.push_back(PeerInfo::decode(text));

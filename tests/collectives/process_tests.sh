@@ -6,7 +6,7 @@ case_name=$2
 run=$bin/gyre-run
 walk=$bin/walkthrough
 out=$(mktemp)
-trap 'rm -f "$out" "$out.per-call" "$out.no-window" "$out.rank1-rdma"' EXIT
+trap 'rm -f "$out" "$out.per-call" "$out.no-window" "$out.rank1-rdma" "$out.rank1-ring"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
 # Starts a standalone gyre-rendezvous on a free loopback port (extra arguments go to it);
@@ -353,6 +353,23 @@ mismatch)
     [ $(( $(date +%s) - start )) -lt 15 ] || fail "$kind mismatch: not detected well before the timeout"
     grep -q 'invalid usage: .*ranks disagree' "$out" || fail "$kind mismatch: no 'ranks disagree' error"
   done
+  # A setting that picks the algorithm, set on one rank only: every rank names it at set-up.
+  cat >"$out.rank1-ring" <<'WRAP'
+#!/bin/sh
+[ "$GYRE_RANK" = 1 ] && export GYRE_ALGO=ring
+exec "$@"
+WRAP
+  chmod +x "$out.rank1-ring"
+  GYRE_TIMEOUT=30 timeout 60 "$run" -n 3 "$out.rank1-ring" "$walk" >"$out" 2>&1
+  rc=$?
+  rm -f "$out.rank1-ring"
+  [ "$rc" -ne 0 ] || fail "GYRE_ALGO on rank 1 only: the job succeeded"
+  for r in 0 2; do
+    grep -qE "^\[$r\] walkthrough: invalid usage: rank $r: ranks disagree: rank 1 has algorithm ring, rank $r has auto \(GYRE_ALGO" "$out" ||
+      fail "rank $r did not name rank 1's GYRE_ALGO"
+  done
+  grep -qE "^\[1\] walkthrough: invalid usage: rank 1: ranks disagree: rank 0 has algorithm auto, rank 1 has ring" "$out" ||
+    fail "rank 1 did not name rank 0's GYRE_ALGO"
   ;;
 joins)
   # Processes that do not fit the job are named by every rank, well before the timeout.
