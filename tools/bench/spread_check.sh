@@ -6,7 +6,8 @@
 # gyre's spread (max/min) is no wider than Open MPI's, then the same over the launches of
 # each library where CPUs 0 and 1 stayed close or stayed far apart (a cache line's round trip
 # before and after the launch: under 150 ns, over 250 ns), which on a virtual machine changes
-# on its own every few tens of seconds.
+# on its own every few tens of seconds, and over the launches during which the host stole at
+# most one tick of CPU time from this machine (/proc/stat's steal: its other guests ran).
 #
 # usage: tools/bench/spread_check.sh [-r RANKS] [-s SIZES] [-p OP] [-k ROUNDS] [-o DIR]
 #   -r RANKS   rank counts                                (default 2,4)
@@ -23,7 +24,7 @@ ranks=2,4 sizes=64K,256K,1M,4M,16M,64M,256M op=allreduce rounds=10 out=
 while getopts "r:s:p:k:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) op=$OPTARG ;; k) rounds=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-spread.XXXXXX)}
@@ -36,6 +37,7 @@ bytes() {
   local v=${1%[KMGkmg]} u=${1: -1}
   case $u in K | k) echo $((v * 1024)) ;; M | m) echo $((v * 1048576)) ;; G | g) echo $((v * 1073741824)) ;; *) echo "$1" ;; esac
 }
+stolen() { awk '/^cpu / { print $9 }' /proc/stat; }  # ticks the host gave other guests
 placement() {  # round trips before and after a launch -> close, far or mixed
   if [ "$1" != "?" ] && [ "$1" -lt 150 ] && [ "$2" -lt 150 ]; then echo close
   elif [ "$1" != "?" ] && [ "$1" -gt 250 ] && [ "$2" -gt 250 ]; then echo far
@@ -54,14 +56,14 @@ for n in ${ranks//,/ }; do
     # Open MPI first (the kit installs what it lacks on its first run), then gyre.
     install=-n
     [ "$k" = 1 ] && [ "$n" = "${ranks%%,*}" ] && install=""
-    before=$(round_trip)
+    before=$(round_trip) steal0=$(stolen)
     "$peers/run.sh" $install -r "$n" -s "$sizes" -p "$op" -l mpi_default -t 0.3 -o "$out/mpi_${n}_$k" \
       >"$out/mpi_${n}_$k.log" 2>&1 || { echo "Open MPI run failed: $out/mpi_${n}_$k.log"; exit 1; }
-    after=$(round_trip)
-    awk -v n="$n" -v k="$k" -v p="$(placement "$before" "$after")" '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p}' \
-      "$out/mpi_${n}_$k"/*_n"$n".txt >>"$out/rows.txt"
+    after=$(round_trip) mpi_steal=$(($(stolen) - steal0))
+    awk -v n="$n" -v k="$k" -v p="$(placement "$before" "$after")" -v s="$mpi_steal" \
+      '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p, s}' "$out/mpi_${n}_$k"/*_n"$n".txt >>"$out/rows.txt"
     mpi_place="$before/$after"
-    before=$(round_trip)
+    before=$(round_trip) steal0=$(stolen)
     # Each size as its own row, about 0.2 s of calls (at least 5).
     for b in $list; do
       iters=$((200000000 / b)); iters=$((iters < 5 ? 5 : (iters > 2000 ? 2000 : iters)))
@@ -69,25 +71,26 @@ for n in ${ranks//,/ }; do
         -b "$b" -e "$b" -n "$iters" -w 3 >"$out/gyre_${n}_${k}_$b.txt" 2>&1 ||
         { echo "gyre-bench failed: $out/gyre_${n}_${k}_$b.txt"; exit 1; }
     done
-    after=$(round_trip)
+    after=$(round_trip) steal=$(($(stolen) - steal0))
     place=$(placement "$before" "$after")
     for b in $list; do
-      awk -v n="$n" -v k="$k" -v p="$place" '$1 ~ /^[0-9]+$/ && NF >= 9 {
+      awk -v n="$n" -v k="$k" -v p="$place" -v s="$steal" '$1 ~ /^[0-9]+$/ && NF >= 9 {
         if ($NF != 0) { print "WRONG RESULTS: " $0 > "/dev/stderr"; exit 1 }
-        print "gyre", n, k, $1, $6, p }' "$out/gyre_${n}_${k}_$b.txt" >>"$out/rows.txt" || exit 1
+        print "gyre", n, k, $1, $6, p, s }' "$out/gyre_${n}_${k}_$b.txt" >>"$out/rows.txt" || exit 1
     done
-    echo "# n=$n launch $k: CPUs 0 and 1 $mpi_place ns before/after Open MPI, $before/$after ns before/after gyre ($place)"
+    echo "# n=$n launch $k: CPUs 0 and 1 $mpi_place ns before/after Open MPI, $before/$after ns before/after gyre ($place); stolen ticks: Open MPI $mpi_steal, gyre $steal"
   done
 done
 # "lib n size": sorted times, then per size: gyre and mpi min/median/max, max/median, spreads.
-summary() {  # $1: a filter on the placement column ("" for all)
+summary() {  # $1: a filter on the placement column ("" for all, "calm": at most 1 stolen tick)
   awk -v want="$1" '
     function stats(list, a,   k, i, j, t) {
       k = split(list, a, " ")
       for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
       return k
     }
-    want != "" && $6 != want { next }
+    want == "calm" && $7 > 1 { next }
+    want != "" && want != "calm" && $6 != want { next }
     { key = $2 " " $4; t[$1 " " key] = t[$1 " " key] " " $5; keys[key] = 1 }
     END {
       for (key in keys) {
@@ -101,10 +104,11 @@ summary() {  # $1: a filter on the placement column ("" for all)
       }
     }' "$out/rows.txt" | sort -t'|' -k2,2n -k3,3n
 }
-for p in "" close far; do
+for p in "" close far calm; do
   echo
   what="every launch"
   [ -n "$p" ] && what="the launches with the CPUs $p"
+  [ "$p" = calm ] && what="the launches during which the host stole at most 1 tick"
   echo "### $op, $what: time (us) min / median / max"
   echo
   echo "| n | bytes | gyre launches | gyre | slowest/median | Open MPI | slowest/median | gyre within 1.3 | spread no wider |"
