@@ -6,8 +6,15 @@ case_name=$2
 run=$bin/gyre-run
 walk=$bin/walkthrough
 out=$(mktemp)
-trap 'rm -f "$out" "$out.per-call" "$out.no-window" "$out.rank1-rdma" "$out.rank1-ring"' EXIT
+trap 'rm -f "$out" "$out.per-call" "$out.rank1"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
+
+# Writes a wrapper that runs its command with VAR=VALUE set on rank 1 alone; prints its path.
+rank1_with() {
+  printf '#!/bin/sh\n[ "$GYRE_RANK" = 1 ] && export %s\nexec "$@"\n' "$1" >"$out.rank1"
+  chmod +x "$out.rank1"
+  echo "$out.rank1"
+}
 
 # Starts a standalone gyre-rendezvous on a free loopback port (extra arguments go to it);
 # sets $server (its pid) and $address (host:port). Its output goes to $out.server.
@@ -233,17 +240,11 @@ oneshot)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
   # A rank set to GYRE_ONESHOT_BYTES=0 declines the window: none is used, nobody waits for it.
-  cat >"$out.no-window" <<'WRAP'
-#!/bin/sh
-[ "$GYRE_RANK" = 1 ] && export GYRE_ONESHOT_BYTES=0
-exec "$@"
-WRAP
-  chmod +x "$out.no-window"
+  wrapper=$(rank1_with GYRE_ONESHOT_BYTES=0)
   start=$(date +%s%N)
-  GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$out.no-window" "$bin/gyre-bench" all_reduce \
+  GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$wrapper" "$bin/gyre-bench" all_reduce \
     -b 24 -e 24 -n 20 -w 2 >"$out" 2>&1 || fail "gyre-bench with rank 1 declining exited $?"
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
-  rm -f "$out.no-window"
   grep -q "rank 0: no host window: GYRE_ONESHOT_BYTES=0 on rank 1" "$out" || fail "rank 0 did not say why no window"
   ! grep -q "oneshot" "$out" || fail "a window was used although rank 1 declined it"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
@@ -322,16 +323,10 @@ setup-failure)
     echo "setup-failure: this host has an RDMA device, so rank 1 would not fail; skipped"
     exit 0
   fi
-  cat >"$out.rank1-rdma" <<'WRAP'
-#!/bin/sh
-[ "$GYRE_RANK" = 1 ] && export GYRE_TRANSPORT=rdma
-exec "$@"
-WRAP
-  chmod +x "$out.rank1-rdma"
+  wrapper=$(rank1_with GYRE_TRANSPORT=rdma)
   start=$(date +%s)
-  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$out.rank1-rdma" "$walk" >"$out" 2>&1
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$wrapper" "$walk" >"$out" 2>&1
   rc=$?
-  rm -f "$out.rank1-rdma"
   [ "$rc" -ne 0 ] || fail "the job succeeded although rank 1 could not set up"
   # gyre-run sees only exit codes: whichever rank exits first may be the one it names.
   grep -qE '^\[1\] walkthrough: invalid usage: rank 1: GYRE_TRANSPORT=rdma but' "$out" ||
@@ -354,15 +349,9 @@ mismatch)
     grep -q 'invalid usage: .*ranks disagree' "$out" || fail "$kind mismatch: no 'ranks disagree' error"
   done
   # A setting that picks the algorithm, set on one rank only: every rank names it at set-up.
-  cat >"$out.rank1-ring" <<'WRAP'
-#!/bin/sh
-[ "$GYRE_RANK" = 1 ] && export GYRE_ALGO=ring
-exec "$@"
-WRAP
-  chmod +x "$out.rank1-ring"
-  GYRE_TIMEOUT=30 timeout 60 "$run" -n 3 "$out.rank1-ring" "$walk" >"$out" 2>&1
+  wrapper=$(rank1_with GYRE_ALGO=ring)
+  GYRE_TIMEOUT=30 timeout 60 "$run" -n 3 "$wrapper" "$walk" >"$out" 2>&1
   rc=$?
-  rm -f "$out.rank1-ring"
   [ "$rc" -ne 0 ] || fail "GYRE_ALGO on rank 1 only: the job succeeded"
   for r in 0 2; do
     grep -qE "^\[$r\] walkthrough: invalid usage: rank $r: ranks disagree: rank 1 has algorithm ring, rank $r has auto \(GYRE_ALGO" "$out" ||
