@@ -9,6 +9,15 @@ out=$(mktemp)
 trap 'rm -f "$out" "$out.per-call" "$out.rank1"' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
+# Fails unless each of RANKS printed a line matching the extended regex PATTERN after its
+# "[r] " prefix, "@r" in PATTERN standing for that rank. Usage: ranks_printed RANKS PATTERN WHAT
+ranks_printed() {
+  local r
+  for r in $1; do
+    grep -qE "^\[$r\] ${2//@r/$r}" "$out" || fail "rank $r $3"
+  done
+}
+
 # Writes a wrapper that runs its command with VAR=VALUE set on rank 1 alone; prints its path.
 rank1_with() {
   printf '#!/bin/sh\n[ "$GYRE_RANK" = 1 ] && export %s\nexec "$@"\n' "$1" >"$out.rank1"
@@ -100,10 +109,8 @@ failing-rank)
   grep -q 'gyre-run: rank 1 failed (exit code 3)' "$out" || fail "gyre-run did not name rank 1"
   # Every surviving rank's error starts with the lost rank, then names the operation and
   # how it was noticed (the first detector's cause).
-  for r in 0 2 3; do
-    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" "$out" ||
-      fail "rank $r did not report an error naming rank 1 first, then the operation"
-  done
+  ranks_printed "0 2 3" "walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" \
+    "did not report an error naming rank 1 first, then the operation"
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
   # Rank 1 leaves with exit code 0: it failed nobody's exit code, but it is still the cause.
   GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$walk" --fail-rank 1 --exit-code 0 >"$out" 2>&1
@@ -111,10 +118,7 @@ failing-rank)
   [ "$rc" -ne 0 ] || fail "gyre-run exited 0 although ranks failed"
   grep -q 'gyre-run: job failed; rank 1 ended (exit code 0) while the others still ran, then rank [023] failed first' "$out" ||
     fail "gyre-run did not name rank 1, which left early, first"
-  for r in 0 2 3; do
-    grep -qE "^\[$r\] walkthrough: [a-z ]+: rank 1 is gone " "$out" ||
-      fail "rank $r did not name rank 1 first after it left with exit code 0"
-  done
+  ranks_printed "0 2 3" "walkthrough: [a-z ]+: rank 1 is gone " "did not name rank 1 first after it left with exit code 0"
   ;;
 signal)
   # SIGTERM to gyre-run reaches every rank; gyre-run exits with 128+15.
@@ -331,11 +335,9 @@ setup-failure)
   # gyre-run sees only exit codes: whichever rank exits first may be the one it names.
   grep -qE '^\[1\] walkthrough: invalid usage: rank 1: GYRE_TRANSPORT=rdma but' "$out" ||
     fail "rank 1 did not say why it failed"
-  for r in 0 2 3; do
-    # Where it is: setting up, or in the first call where rank 1 accepted its connection early.
-    grep -qE "^\[$r\] walkthrough: invalid usage: rank $r: (setting up the communicator|all_reduce #1 .*) failed because rank 1 failed first: rank 1: GYRE_TRANSPORT=rdma" "$out" ||
-      fail "rank $r did not name rank 1 and its reason"
-  done
+  # Where each is: setting up, or in the first call where rank 1 accepted its connection early.
+  ranks_printed "0 2 3" "walkthrough: invalid usage: rank @r: (setting up the communicator|all_reduce #1 .*) failed because rank 1 failed first: rank 1: GYRE_TRANSPORT=rdma" \
+    "did not name rank 1 and its reason"
   [ $(( $(date +%s) - start )) -lt 30 ] || fail "took too long: errors must come well inside the 60 s timeout"
   ;;
 mismatch)
@@ -353,12 +355,10 @@ mismatch)
   GYRE_TIMEOUT=30 timeout 60 "$run" -n 3 "$wrapper" "$walk" >"$out" 2>&1
   rc=$?
   [ "$rc" -ne 0 ] || fail "GYRE_ALGO on rank 1 only: the job succeeded"
-  for r in 0 2; do
-    grep -qE "^\[$r\] walkthrough: invalid usage: rank $r: ranks disagree: rank 1 has algorithm ring, rank $r has auto \(GYRE_ALGO" "$out" ||
-      fail "rank $r did not name rank 1's GYRE_ALGO"
-  done
-  grep -qE "^\[1\] walkthrough: invalid usage: rank 1: ranks disagree: rank 0 has algorithm auto, rank 1 has ring" "$out" ||
-    fail "rank 1 did not name rank 0's GYRE_ALGO"
+  ranks_printed "0 2" "walkthrough: invalid usage: rank @r: ranks disagree: rank 1 has algorithm ring, rank @r has auto \(GYRE_ALGO" \
+    "did not name rank 1's GYRE_ALGO"
+  ranks_printed 1 "walkthrough: invalid usage: rank 1: ranks disagree: rank 0 has algorithm auto, rank 1 has ring" \
+    "did not name rank 0's GYRE_ALGO"
   ;;
 joins)
   # Processes that do not fit the job are named by every rank, well before the timeout.

@@ -60,28 +60,23 @@ TEST_CASE("an agreement from another version, or garbled, says so") {
 TEST_CASE("each difference names the rank, both values and the setting") {
   const CommConfig base = fourRanks();
   const Agreement mine = Agreement::of(base);
-  CommConfig c = base;
-  c.nranks = 3;
-  std::string what = mine.differenceFrom(Agreement::of(c), 2, "rank 0");
-  CHECK(has(what, "rank 2 says the communicator has 3 ranks, rank 0 says 4"));
-  c = base;
-  c.slotBytes = 4096;
-  what = mine.differenceFrom(Agreement::of(c), 1, "rank 0");
+  // What rank 0 says of rank r whose configuration is base changed by `change`.
+  const auto differenceWith = [&](int r, auto change) {
+    CommConfig c = base;
+    change(c);
+    return mine.differenceFrom(Agreement::of(c), r, "rank 0");
+  };
+  CHECK(has(differenceWith(2, [](CommConfig& c) { c.nranks = 3; }),
+            "rank 2 says the communicator has 3 ranks, rank 0 says 4"));
+  std::string what = differenceWith(1, [](CommConfig& c) { c.slotBytes = 4096; });
   CHECK(has(what, "rank 1 has 8 slots of 4096 bytes per link, rank 0 has 8 of 131072"));
   CHECK(has(what, "GYRE_SLOT_BYTES"));
-  c = base;
-  c.algorithm = "ring";
-  what = mine.differenceFrom(Agreement::of(c), 1, "rank 0");
-  CHECK(what ==
+  CHECK(differenceWith(1, [](CommConfig& c) { c.algorithm = "ring"; }) ==
         "rank 1 has algorithm ring, rank 0 has auto (GYRE_ALGO or the config's "
         "algorithm must be the same on every rank)");
-  c = base;
-  c.channels = 2;
-  what = mine.differenceFrom(Agreement::of(c), 3, "rank 0");
-  CHECK(has(what, "rank 3 has GYRE_CHANNELS=2, rank 0 has 0"));
-  c = base;
-  c.netGbits = 100;
-  what = mine.differenceFrom(Agreement::of(c), 1, "rank 0");
+  CHECK(has(differenceWith(3, [](CommConfig& c) { c.channels = 2; }),
+            "rank 3 has GYRE_CHANNELS=2, rank 0 has 0"));
+  what = differenceWith(1, [](CommConfig& c) { c.netGbits = 100; });
   CHECK(has(what, "rank 1 prices the network at 100.000000 Gbit/s, rank 0 at 10.000000"));
   CHECK(has(what, "GYRE_NET_GBITS"));
 }
