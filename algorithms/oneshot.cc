@@ -218,24 +218,29 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
         p.flag);
     if (!p.meta.sameOp(call) || p.meta.bytes != bytes || p.kind != kind) {
-      std::string message = "rank " + std::to_string(ctx.rank) + ": ranks disagree: this rank " +
-                            (late ? "was" : "is") + " in " + describeOp(call) + " but rank " +
-                            std::to_string(peer) + " posted data for " + describeOp(p.meta);
-      if (p.meta.sameOp(call) && p.kind != kind) {
-        message += p.kind == kDirectReadPost
-                       ? " by the direct read where the window's all-reduce was expected"
-                       : " by the window's all-reduce where the direct read was expected";
-        message += " (do all ranks use the same GYRE_ALGO?)";
-      } else if (p.meta.sameOp(call)) {
-        message += " of " + std::to_string(p.meta.bytes) + " bytes where " + std::to_string(bytes) +
-                   " bytes were expected";
-      }
-      if (late) message += " (found at this rank's later call, " + describeOp(ctx.desc) + ")";
-      fail(Code::invalid_usage, message);
+      failDisagreement(ctx, call, peer, p, bytes, late, kind);
     }
   }
   // A deferred check reads only the header: the payload may be gone.
   return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[block_];
+}
+
+void OneShot::failDisagreement(const OpContext& ctx, const OpDesc& call, int peer,
+                               const MailPost& p, uint32_t bytes, bool late, uint32_t kind) const {
+  std::string message = "rank " + std::to_string(ctx.rank) + ": ranks disagree: this rank " +
+                        (late ? "was" : "is") + " in " + describeOp(call) + " but rank " +
+                        std::to_string(peer) + " posted data for " + describeOp(p.meta);
+  if (p.meta.sameOp(call) && p.kind != kind) {
+    message += p.kind == kDirectReadPost
+                   ? " by the direct read where the window's all-reduce was expected"
+                   : " by the window's all-reduce where the direct read was expected";
+    message += " (do all ranks use the same GYRE_ALGO?)";
+  } else if (p.meta.sameOp(call)) {
+    message += " of " + std::to_string(p.meta.bytes) + " bytes where " + std::to_string(bytes) +
+               " bytes were expected";
+  }
+  if (late) message += " (found at this rank's later call, " + describeOp(ctx.desc) + ")";
+  fail(Code::invalid_usage, message);
 }
 
 void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address,
@@ -357,10 +362,8 @@ void OneShot::markFailed(const Status& s) {
   for (int b = 0; b < kMailPosts; ++b) notifyAll(self_.posts[b].flag, self_.state->sleepers);
 }
 
-template <class Ready>
-void OneShot::waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
-                        std::atomic<uint32_t>& word) {
-  if (pollFor(ctx.busy, ready)) return;
+void OneShot::waitAsleep(const OpContext& ctx, int peer, const char* what,
+                         FunctionRef<bool()> ready, std::atomic<uint32_t>& word) {
   auto peerCheckInterval = kFirstPeerCheck;
   auto nextPeerCheck = Clock::now() + peerCheckInterval;
   auto nextLivenessCheck = Clock::now();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "algorithms/host_prims.h"
+#include "base/function_ref.h"
 #include "link/mailbox.h"
 
 namespace gyre {
@@ -113,10 +114,19 @@ class OneShot {
   // Says this rank finished every call before the oldest unchecked one (or all it ran).
   void publishDone();
   // Until `ready()`, or a failure, an abort or the deadline (each thrown as Failure); asleep
-  // on `word` of `peer`'s mailbox, which changes whenever `ready()` may have.
+  // on `word` of `peer`'s mailbox, which changes whenever `ready()` may have. The busy phase
+  // inline, the rest out of line: a tiny call's waits end within a few polls.
   template <class Ready>
   void waitUntil(const OpContext& ctx, int peer, const char* what, Ready ready,
-                 std::atomic<uint32_t>& word);
+                 std::atomic<uint32_t>& word) {
+    if (!pollFor(ctx.busy, ready)) waitAsleep(ctx, peer, what, ready, word);
+  }
+  void waitAsleep(const OpContext& ctx, int peer, const char* what, FunctionRef<bool()> ready,
+                  std::atomic<uint32_t>& word);
+  // Fails the call: `peer`'s post `p` does not match `call` (awaitPost's arguments).
+  [[noreturn]] void failDisagreement(const OpContext& ctx, const OpDesc& call, int peer,
+                                     const MailPost& p, uint32_t bytes, bool late,
+                                     uint32_t kind) const;
 
   static std::string who(const OpContext& ctx);  // "rank R: <the call>", for messages
   static constexpr uint32_t kWindowPost = 0, kDirectReadPost = 1;
