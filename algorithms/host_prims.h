@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 
+#include "base/function_ref.h"
 #include "link/link.h"
 
 namespace gyre {
@@ -31,8 +32,9 @@ struct OpContext {
   // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
-  // returns (ranks that disagree on the call) ends the wait. Null: never asked.
-  std::function<Status()> checkPeers;
+  // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to
+  // a callable of the caller that started the operation, which outlives every wait of it.
+  FunctionRef<Status()> checkPeers;
 };
 
 class HostPrims {

@@ -15,6 +15,7 @@ class FunctionRef;
 template <class R, class... Args>
 class FunctionRef<R(Args...)> {
  public:
+  FunctionRef() = default;  // refers to nothing: test it before calling
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
   FunctionRef(F&& f)  // NOLINT: implicit, as std::function's
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
@@ -23,10 +24,11 @@ class FunctionRef<R(Args...)> {
         }) {}
 
   R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+  explicit operator bool() const { return call_ != nullptr; }
 
  private:
-  void* object_;
-  R (*call_)(void*, Args...);
+  void* object_ = nullptr;
+  R (*call_)(void*, Args...) = nullptr;
 };
 
 }  // namespace gyre

@@ -32,10 +32,10 @@ struct GroupState {
 thread_local GroupState group;
 
 // Defers `op` when a group is open; returns false when the caller should run it now.
-bool deferred(gyreComm_t comm, gyre::GroupOp op) {
+bool deferred(gyreComm_t comm, const gyre::GroupOp& op) {
   if (group.depth == 0) return false;
   commOf(comm);
-  group.ops.emplace_back(comm, std::move(op));
+  group.ops.emplace_back(comm, op);
   return true;
 }
 

@@ -383,10 +383,10 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
       ranksHaveCores &&
       ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
        (!root && desc.coll == Collective::gather));
+  auto askBoard = [&] { return board->disagreement(ctx.desc); };
   if (!p2p) {
     board->started(ctx.desc);
-    // Two pointers: small enough for std::function to hold without an allocation.
-    ctx.checkPeers = [board = board.get(), desc = &ctx.desc] { return board->disagreement(*desc); };
+    ctx.checkPeers = askBoard;
   }
   try {
     body(ctx);
