@@ -1,5 +1,7 @@
 #include "kernels/cpu/reduce.h"
 
+#include <atomic>
+
 #include "base/copy_bytes.h"
 
 #if defined(__x86_64__)
@@ -44,12 +46,24 @@ const Isa& isa() {
   return chosen;
 }
 
+// The first call picks the instruction set and puts its kernel here; later calls jump
+// straight to it (no guard of a local static on the way: a tiny reduction feels its frame).
+void pickThenReduce(DataType, RedOp, void*, void*, const void*, const void*, size_t, int);
+std::atomic<ReduceFn> chosenReduce{pickThenReduce};
+
+void pickThenReduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b,
+                    size_t n, int avgDivisor) {
+  const ReduceFn fn = isa().reduce;
+  chosenReduce.store(fn, std::memory_order_relaxed);
+  fn(type, op, dst, dst2, a, b, n, avgDivisor);
+}
+
 }  // namespace
 
 void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const void* b, size_t n,
             int avgDivisor) {
   if (n == 0) return;
-  isa().reduce(type, op, dst, dst2, a, b, n, avgDivisor);
+  chosenReduce.load(std::memory_order_relaxed)(type, op, dst, dst2, a, b, n, avgDivisor);
 }
 
 void copy(void* dst, void* dst2, const void* src, size_t bytes) {

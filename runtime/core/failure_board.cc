@@ -47,27 +47,6 @@ FailureBoard::~FailureBoard() {
   publisher_.join();
 }
 
-void FailureBoard::record(std::atomic<uint64_t>* words, const OpDesc& op) {
-  const uint64_t v = version_.load(std::memory_order_relaxed);
-  version_.store(v + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  words[0].store(op.seq, std::memory_order_relaxed);
-  words[1].store(op.count, std::memory_order_relaxed);
-  // The root in the high half; collective, type and op a byte each; bit 0 "recorded".
-  words[2].store(uint64_t(uint32_t(op.root)) << 32 | uint64_t(op.coll) << 24 |
-                     uint64_t(op.dtype) << 16 | uint64_t(op.op) << 8 | 1,
-                 std::memory_order_relaxed);
-  version_.store(v + 2, std::memory_order_release);
-}
-
-void FailureBoard::started(const OpDesc& op) {
-  record(started_, op);
-}
-
-void FailureBoard::completed(const OpDesc& op) {
-  record(completed_, op);
-}
-
 FailureBoard::Progress FailureBoard::snapshot(uint64_t& version) const {
   Progress p;
   uint64_t w[2][kWords];

@@ -25,8 +25,9 @@ class FailureBoard {
   FailureBoard(std::shared_ptr<Store> store, int rank, int nranks);
   ~FailureBoard();
 
-  void started(const OpDesc& op);  // cheap: the publisher sends it later
-  void completed(const OpDesc& op);
+  // A few stores, inline on every call's path: the publisher sends them later.
+  void started(const OpDesc& op) { record(started_, op); }
+  void completed(const OpDesc& op) { record(completed_, op); }
 
   // The status this rank should report for `local`: itself if this rank failed first (or
   // the store is unreachable), else the first failure, named.
@@ -62,7 +63,18 @@ class FailureBoard {
   // The operation thread writes its progress, the publisher reads it: a sequence lock over
   // atomic words (odd version: a write in progress), so a call pays a few stores, no lock.
   static constexpr int kWords = 3;  // seq, count, root | collective | type | op
-  void record(std::atomic<uint64_t>* words, const OpDesc& op);
+  void record(std::atomic<uint64_t>* words, const OpDesc& op) {
+    const uint64_t v = version_.load(std::memory_order_relaxed);
+    version_.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    words[0].store(op.seq, std::memory_order_relaxed);
+    words[1].store(op.count, std::memory_order_relaxed);
+    // The root in the high half; collective, type and op a byte each; bit 0 "recorded".
+    words[2].store(uint64_t(uint32_t(op.root)) << 32 | uint64_t(op.coll) << 24 |
+                       uint64_t(op.dtype) << 16 | uint64_t(op.op) << 8 | 1,
+                   std::memory_order_relaxed);
+    version_.store(v + 2, std::memory_order_release);
+  }
   Progress snapshot(uint64_t& version) const;
 
   std::shared_ptr<Store> store_;
