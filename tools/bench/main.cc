@@ -350,6 +350,10 @@ int main(int argc, char** argv) {
                  "gyre-bench: --per-call times host calls one by one (no --cuda, --batch)\n");
     return 2;
   }
+  if (o.inPlace && o.coll == Coll::all_to_all) {
+    std::fprintf(stderr, "gyre-bench: all_to_all has no in-place form (no --inplace)\n");
+    return 2;
+  }
   if (o.factor <= 1 || o.minBytes == 0 || o.maxBytes < o.minBytes || o.iters < 1) {
     std::fprintf(stderr, "gyre-bench: need 0 < minbytes <= maxbytes, stepfactor > 1, iters >= 1\n");
     return 2;
