@@ -345,6 +345,7 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
                       std::to_string(channel) + " over " + conn->transportName());
   if (size_t(channel) >= connectedPeers.size()) connectedPeers.resize(size_t(channel) + 1, 0);
   ++connectedPeers[size_t(channel)];
+  connectionList.push_back(conn.get());
   return *connections.emplace(key, std::move(conn)).first->second;
 }
 
@@ -523,6 +524,7 @@ Communicator::Impl::~Impl() {
   if (transports) transports->shutdown();
   for (auto& [key, conn] : connections) conn->close();
   if (loop) loop->stop();
+  connectionList.clear();
   connections.clear();
 }
 

@@ -54,7 +54,8 @@ struct Communicator::Impl {
   std::mutex registrationsMutex;
   std::map<const Registration*, std::unique_ptr<Registration>> registrations;
   std::map<std::pair<int, int>, std::shared_ptr<Connection>> connections;  // (peer, channel)
-  std::vector<int> connectedPeers;  // per channel: peers with a connection on it
+  std::vector<Connection*> connectionList;  // the same, flat: what every window call looks at
+  std::vector<int> connectedPeers;          // per channel: peers with a connection on it
   std::unique_ptr<Tuner> tuner;
   // Where ranks 0 and 1 probe where their CPUs sit during calls (host_window.cc): the tuner
   // for the other placement, swapped in when a probe finds the CPUs moved; the predicted time

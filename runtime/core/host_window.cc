@@ -189,7 +189,7 @@ void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void
   // its own root only sends). Link calls find it in their next slot; a window call does not
   // read the links, so it looks: a slot of this call or an earlier one is such data. A peer
   // may already send for a later call, or point-to-point data for a recv to come.
-  for (auto& [key, conn] : connections) {
+  for (Connection* conn : connectionList) {
     Link& link = conn->recvLink();
     const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
     if (link.counters->tail.value.load(std::memory_order_acquire) == head) continue;
