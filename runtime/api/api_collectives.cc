@@ -25,17 +25,23 @@ struct StreamOp {
   std::function<gyre::GroupOp(const Staged&)> make;
 };
 struct GroupState {
-  int depth = 0;
   std::vector<std::pair<gyreComm_t, gyre::GroupOp>> ops;
   std::vector<StreamOp> streamOps;
 };
 thread_local GroupState group;
+// Open gyreGroupStart calls on this thread. Every call reads it: a plain word needs no look
+// whether the thread's GroupState was constructed yet.
+thread_local int groupDepth = 0;
 
-// Defers `op` when a group is open; returns false when the caller should run it now.
-bool deferred(gyreComm_t comm, const gyre::GroupOp& op) {
-  if (group.depth == 0) return false;
+[[gnu::noinline]] void defer(gyreComm_t comm, const gyre::GroupOp& op) {
   commOf(comm);
   group.ops.emplace_back(comm, op);
+}
+
+// Defers `op` when a group is open; returns false when the caller should run it now.
+inline bool deferred(gyreComm_t comm, const gyre::GroupOp& op) {
+  if (groupDepth == 0) return false;
+  defer(comm, op);
   return true;
 }
 
@@ -135,7 +141,7 @@ void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
               std::vector<gyre::StagedBuffer> buffers, gyre::StagedBody body, size_t elems = 0,
               size_t elemBytes = 0, std::function<gyre::GroupOp(const Staged&)> asGroupOp = {},
               std::optional<gyre::KernelCall> kernel = std::nullopt) {
-  if (group.depth > 0) {
+  if (groupDepth > 0) {
     commOf(comm);
     if (!asGroupOp) {
       asGroupOp = [body, elems](const Staged& staged) {
@@ -443,7 +449,7 @@ gyreResult_t gyreSend(const void* sendbuff, size_t count, gyreDataType_t datatyp
       checkedRoot(comm, "send", peer, "peer");
       const size_t bytes = bytesOf(comm, "send", count, g.type);
       // GPUDirect RDMA: device memory registered with the adapter leaves from where it is.
-      const bool unstaged = group.depth == 0 && gyre::isCudaDeviceMemory(sendbuff) &&
+      const bool unstaged = groupDepth == 0 && gyre::isCudaDeviceMemory(sendbuff) &&
                             commOf(comm).sendsUnstaged(peer, sendbuff, bytes);
       return streamed(
           comm, stream, "send", {{sendbuff, bytes, unstaged ? Unstaged : In, "sendbuff"}},
@@ -479,15 +485,15 @@ gyreResult_t gyreRecv(void* recvbuff, size_t count, gyreDataType_t datatype, int
 }
 
 gyreResult_t gyreGroupStart(void) {
-  ++group.depth;
+  ++groupDepth;
   return gyreSuccess;
 }
 
 gyreResult_t gyreGroupEnd(void) {
   return guarded([&] {
-    if (group.depth == 0)
+    if (groupDepth == 0)
       gyre::fail(gyre::Code::invalid_usage, "gyreGroupEnd without gyreGroupStart");
-    if (--group.depth > 0) return;
+    if (--groupDepth > 0) return;
     auto streamOps = std::move(group.streamOps);
     group.streamOps.clear();
     for (const auto& op : streamOps) {
@@ -522,10 +528,10 @@ gyreResult_t gyreGroupEndAsync(gyreWork_t* work) {
   return guarded([&] {
     if (!work) gyre::fail(gyre::Code::invalid_argument, "work is null");
     *work = nullptr;
-    if (group.depth == 0) {
+    if (groupDepth == 0) {
       gyre::fail(gyre::Code::invalid_usage, "gyreGroupEndAsync without gyreGroupStart");
     }
-    if (--group.depth > 0) {
+    if (--groupDepth > 0) {
       gyre::fail(gyre::Code::invalid_usage, "gyreGroupEndAsync inside a nested group");
     }
     if (!group.streamOps.empty()) {
