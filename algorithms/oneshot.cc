@@ -75,6 +75,12 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   auto reduceAll = [&](size_t at, size_t count) {
     auto& posts = posts_;
     for (int r = 0; r < n; ++r) posts[size_t(r)] = awaitPost(ctx, r, bytes) + at;
+    // This rank's part from its own input, the same bytes as its post: the post's line is
+    // the one the others are reading, where a read can wait on their requests. In place the
+    // input is the output, which the first step overwrites: safe for ranks 0 and 1 only,
+    // whose part that step reads (element by element, before writing it).
+    const std::byte* mine = static_cast<const std::byte*>(send) + at;
+    if (mine != out || rank_ <= 1) posts[size_t(rank_)] = mine;
     const bool avg = d.op == RedOp::avg;
     if (n == 1) return cpu::copy(out, nullptr, posts[0], count * es);
     for (int r = 1; r < n; ++r) {
