@@ -181,48 +181,25 @@ struct Run {
   void* sendPtr(size_t bytes) { return onDevice(hostSendPtr(bytes)); }
   void* recvPtr(size_t bytes, int slice = 0) { return onDevice(hostRecvPtr(bytes, slice)); }
 
-  // One call's arguments for a row of `bytes`, worked out once per row as other benchmarks
+  // One call's arguments for the row prepare() set up, worked out there as other benchmarks
   // do: the timed loop makes the calls and nothing else (a division costs tens of cycles, a
-  // tiny call a few hundred). Worked out again when anything they depend on changes (--soak
-  // changes the collective, the type and in place between calls of the same size).
+  // tiny call a few hundred).
   struct CallArgs {
-    size_t bytes = SIZE_MAX;
-    Coll coll = Coll::all_reduce;
-    bool inPlace = false;
-    size_t es = 0;
-    const unsigned char *sendBase = nullptr, *recvBase = nullptr;
     void *s = nullptr, *r = nullptr;
     size_t sendCount = 0, recvCount = 0, perRank = 0;
     std::vector<void*> slices;  // the batch's recv buffers (--batch)
   };
   CallArgs args{};
-  const CallArgs& argsFor(size_t bytes) {
-    if (args.bytes != bytes || args.coll != o.coll || args.inPlace != o.inPlace || args.es != es ||
-        args.sendBase != send.data() || args.recvBase != recv.data()) {
-      workOutArgs(bytes);
-    }
-    return args;
-  }
   void workOutArgs(size_t bytes) {
-    args = {bytes,
-            o.coll,
-            o.inPlace,
-            es,
-            send.data(),
-            recv.data(),
-            sendPtr(bytes),
-            recvPtr(bytes),
-            sendCount(bytes),
-            recvCount(bytes),
-            perRank(bytes),
-            {}};
+    args = {sendPtr(bytes), recvPtr(bytes), sendCount(bytes), recvCount(bytes), perRank(bytes), {}};
     for (int k = 0; k < o.batch; ++k) args.slices.push_back(recvPtr(bytes, k));
   }
 
-  void once(size_t bytes) {
+  // One call of the row the last prepare() set up.
+  void once() {
     const auto t = static_cast<gyreDataType_t>(o.type);
     const auto op = static_cast<gyreRedOp_t>(o.op);
-    const CallArgs& a = argsFor(bytes);
+    const CallArgs& a = args;
     void* s = a.s;
     void* r = a.r;
     switch (o.coll) {
@@ -264,9 +241,11 @@ struct Run {
     }
   }
 
-  // Fills this rank's input (where the collective reads it), poisons the output and, when
-  // checking, computes the expected output.
+  // Sets up a row of `bytes` for once(): works out the call's arguments, fills this rank's
+  // input (where the collective reads it), poisons the output and, when checking, computes
+  // the expected output.
   void prepare(size_t bytes, bool withExpected) {
+    workOutArgs(bytes);
     using gyre::bench::fillPeriodic;
     const bool reduces =
         o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter || o.coll == Coll::reduce;

@@ -86,7 +86,7 @@ int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed) {
     run.es = gyre::dataTypeSize(o.type);
     const size_t bytes = size_t(std::max<int64_t>(1, p[5]));
     run.prepare(bytes, true);
-    run.once(bytes);
+    run.once();
     const size_t bad = run.wrong(bytes);
     if (bad && wrong < 1000) {
       std::fprintf(
@@ -166,7 +166,7 @@ void prewarm(Run& run) {
   for (auto [bytes, calls] : {std::pair{maxBytes, largeCalls}, std::pair{size_t(o.minBytes), 64}}) {
     run.prepare(bytes, false);
     run.upload();
-    for (int i = 0; i < calls; ++i) run.once(bytes);
+    for (int i = 0; i < calls; ++i) run.once();
     run.finish();
   }
   for (int i = 0; i < 64; ++i) run.barrier();  // the barrier may ride links of its own
@@ -209,13 +209,13 @@ int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>&
         run.prepare(bytes, round == 0);
         if (round == 0) {
           run.barrier();
-          run.once(bytes);
+          run.once();
           wrong += run.wrong(bytes);
         }
-        for (int i = 0; i < o.warmup; ++i) run.once(bytes);
+        for (int i = 0; i < o.warmup; ++i) run.once();
         run.barrier();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < o.iters; ++i) run.once(bytes);
+        for (int i = 0; i < o.iters; ++i) run.once();
         const double us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count() /
@@ -447,15 +447,15 @@ int main(int argc, char** argv) {
     const size_t bytes = size_t(b);
     run.prepare(bytes, false);
     run.upload();
-    for (int i = 0; i < o.warmup; ++i) run.once(bytes);
+    for (int i = 0; i < o.warmup; ++i) run.once();
     run.finish();
     run.barrier();
     PerCall calls(perCall ? o.iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
     if (perCall) {
-      for (int i = 0; i < o.iters; ++i) calls.time(i, [&] { run.once(bytes); });
+      for (int i = 0; i < o.iters; ++i) calls.time(i, [&] { run.once(); });
     } else {
-      for (int i = 0; i < o.iters; ++i) run.once(bytes);
+      for (int i = 0; i < o.iters; ++i) run.once();
     }
     run.finish();
     const double us =
@@ -468,7 +468,7 @@ int main(int argc, char** argv) {
       run.prepare(bytes, true);
       run.upload();
       run.barrier();
-      run.once(bytes);
+      run.once();
       wrong = run.sumOverRanks(run.wrong(bytes));
     }
     const size_t shownCount = std::max(run.sendCount(bytes), run.recvCount(bytes));
