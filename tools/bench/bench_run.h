@@ -341,8 +341,11 @@ struct Run {
   }
 
   void barrier() {
+    barrier(comm);
+  }
+  void barrier(gyreComm_t on) {
     double x = 0;
-    CHECK(gyreAllReduce(&x, &x, 1, gyreFloat64, gyreSum, comm, nullptr));
+    CHECK(gyreAllReduce(&x, &x, 1, gyreFloat64, gyreSum, on, nullptr));
   }
   double maxOverRanks(double v) {
     CHECK(gyreAllReduce(&v, &v, 1, gyreFloat64, gyreMax, comm, nullptr));

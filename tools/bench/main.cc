@@ -213,7 +213,11 @@ int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>&
           wrong += run.wrong(bytes);
         }
         for (int i = 0; i < o.warmup; ++i) run.once();
-        run.barrier();
+        // Every candidate starts from the same barrier. Its own communicator's would let the
+        // ranks go in the order of that one's all-reduce: a ring's lets them go one after the
+        // other, the head start a ring broadcast wants (20 calls at n = 4 on 2 cores: a fifth
+        // to two thirds faster than after the window's barrier, which lets all go at once).
+        run.barrier(comm);
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < o.iters; ++i) run.once();
         const double us =
