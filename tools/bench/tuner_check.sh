@@ -4,7 +4,8 @@
 # (gyre-bench --algos), so all candidates meet the same machine state; a process reports
 # medians of ROUNDS rounds. Where ranks outnumber cores, where the scheduler puts them changes
 # from process to process and reorders close candidates, so -p runs PROCS processes and shows
-# the median of their medians. Prints markdown tables with the pick and pick/best.
+# the median of their medians. Prints markdown tables with the pick, pick/best and tuned/best,
+# then how many rows of each are within 10 % of the best.
 #   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS]
 #                              [-p PROCS] [-c COLLS]
 set -euo pipefail
@@ -16,7 +17,7 @@ while getopts "r:b:e:f:n:k:p:c:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; f) factor=$OPTARG ;;
     n) iters=$OPTARG ;; k) rounds=$OPTARG ;; p) procs=$OPTARG ;; c) colls=$OPTARG ;;
-    *) sed -n '2,9p' "$0"; exit 0 ;;
+    *) sed -n '2,10p' "$0"; exit 0 ;;
   esac
 done
 algos_of() {
@@ -35,6 +36,7 @@ echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the last one logged w
   "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+: >"$work/ratios"
 for n in ${ranks//,/ }; do
   for coll in ${colls//,/ }; do
     algos=$(algos_of "$coll")
@@ -88,11 +90,18 @@ for n in ${ranks//,/ }; do
           p = (b in pick) ? pick[b] : "?"
           printf "%s %s | %s | %.2f |\n", line, p, chosen < 0 ? "-" : sprintf("%.2f", chosen / best),
             m[k + 2] / best
+          printf "%s %.4f\n", chosen < 0 ? "-" : sprintf("%.4f", chosen / best), m[k + 2] / best >>ratios
         }
-      }' "$work/log" "$work/rows"
+      }' ratios="$work/ratios" "$work/log" "$work/rows"
     # Each communicator's set-up probe (ranks with cores): the tuner prices with it, and the
     # tuned communicator swaps its pricing where a probe during calls finds the CPUs moved.
     sort -n "$work/trips" | awk '{ v[NR] = $1 } END { if (NR) printf "\nranks 0 and 1 at set-up: a cache line there and back in %s-%s ns (%d probes; 300 and up counts as far apart)\n", v[1], v[NR], NR }'
     awk '{ s += $1 } END { if (s) printf "the tuned communicator found the CPUs moved %d times during calls\n", s }' "$work/moves"
   done
 done
+# Rows within 10 % of the best forced time. tuned/best is the communicator that chose, timed
+# like the others; pick/best reads the forced time of the last choice logged, which differs
+# from what ran where a probe during calls swapped the pricing.
+awk '{ rows++; if ($1 != "-" && $1 <= 1.10) pick++; if ($2 <= 1.10) tuned++ }
+  END { printf "\nwithin 10 %% of the best forced algorithm: tuned %d of %d rows, pick %d of %d\n",
+          tuned, rows, pick, rows }' "$work/ratios"
