@@ -58,7 +58,8 @@ constexpr double kShmSleepingWholeBufferStep = 2.2;
 // There a tree's inner ranks feed two children from a core they share, while the chain's ranks
 // each pass one slot on (n = 4 and 8 on 2 cores, docs/tuning.md): over shared memory the
 // chain's reduce beat the tree's from 4 KiB up and its broadcast below 32 KiB; over tcp its
-// broadcast up to 256 KiB (1.3-1.5 times faster), while the tree's reduce kept up.
+// broadcast up to 256 KiB (1.3-1.5 times faster), while the tree's reduce kept up below 256 KiB
+// (from there the chain's was 1.2-1.35 times faster at n = 8: treeReduceRootPerChild).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 1 << 20;
 constexpr double kShmExtraPassBytes = 2.0;
@@ -133,7 +134,10 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
 LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
   LinkCost cost{kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
                 std::clamp(coresPerRank, 1, kMaxAutoChannels)};
-  if (!ranksHaveCores) cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
+  if (!ranksHaveCores) {
+    cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
+    cost.treeReduceRootPerChild = true;
+  }
   return cost;
 }
 
@@ -310,7 +314,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         steps = lg;
         factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
         // Through one egress link the root sends (or receives) the buffer once per child.
-        if (link_.oneEgress) factor = lg + (lg - 1) * fill;
+        if (link_.oneEgress || (coll == Collective::reduce && link_.treeReduceRootPerChild)) {
+          factor = lg + (lg - 1) * fill;
+        }
       }
       break;
     }

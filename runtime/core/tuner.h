@@ -40,6 +40,9 @@ struct LinkCost {
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
   bool chainReduces = false;
+  // Over tcp where ranks share cores, a tree reduce's root takes each child's buffer through a
+  // socket copy of its own on a shared core: it pays once per child, as through one egress.
+  bool treeReduceRootPerChild = false;
 };
 
 struct Choice {
