@@ -142,12 +142,10 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
 }
 
 LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
-  return {kNetAlphaUs,
-          gbits * 1e9 / 8 / 1e6,
-          kTcpWholeBufferStep,
-          kTcpExtraPassBytes,
-          std::clamp(coresPerRank, 1, kMaxAutoChannels),
-          /*oneEgress=*/true};
+  LinkCost cost{kNetAlphaUs, gbits * 1e9 / 8 / 1e6, kTcpWholeBufferStep, kTcpExtraPassBytes,
+                std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+  cost.treeBroadcastRootPerChild = cost.treeReduceRootPerChild = true;  // one egress link
+  return cost;
 }
 
 void Tuner::setOneShot(size_t capacity) {
@@ -313,10 +311,10 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::tree) {
         steps = lg;
         factor = (coll == Collective::broadcast ? 1.05 : 1.2) + (lg - 1) * fill;
-        // Through one egress link the root sends (or receives) the buffer once per child.
-        if (link_.oneEgress || (coll == Collective::reduce && link_.treeReduceRootPerChild)) {
-          factor = lg + (lg - 1) * fill;
-        }
+        // Where the link makes it pay, the root sends (or receives) the buffer once per child.
+        const bool rootPerChild = coll == Collective::broadcast ? link_.treeBroadcastRootPerChild
+                                                                : link_.treeReduceRootPerChild;
+        if (rootPerChild) factor = lg + (lg - 1) * fill;
       }
       break;
     }

@@ -27,9 +27,12 @@ struct LinkCost {
   // as every rank has cores to itself, at most kMaxAutoChannels; 1 where the link itself is
   // the limit (shared memory is bound by memory, not by one core's copying).
   int maxChannels = 1;
-  // Every byte a rank sends leaves through one link of this bandwidth (a host's network
-  // link), so a tree's root pays once per child; loopback and memory have no such bottleneck.
-  bool oneEgress = false;
+  // A tree's root pays once per child: for a broadcast's sends, a reduce's receives. Through
+  // one egress link (a host's network link) every byte a rank sends leaves through the same
+  // wire; over tcp where ranks share cores, a reduce's root takes each child's buffer through a
+  // socket copy of its own on a shared core. Loopback and memory have no such bottleneck.
+  bool treeBroadcastRootPerChild = false;
+  bool treeReduceRootPerChild = false;
   // More ranks than cores: a rank often waits for one that shares its core.
   bool coresShared = false;
   // Shared memory whose ranks' CPUs sit far apart (the set-up probe): copies through slots
@@ -40,9 +43,6 @@ struct LinkCost {
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
   bool chainReduces = false;
-  // Over tcp where ranks share cores, a tree reduce's root takes each child's buffer through a
-  // socket copy of its own on a shared core: it pays once per child, as through one egress.
-  bool treeReduceRootPerChild = false;
 };
 
 struct Choice {
