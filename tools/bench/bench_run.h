@@ -190,10 +190,6 @@ struct Run {
     std::vector<void*> slices;  // the batch's recv buffers (--batch)
   };
   CallArgs args{};
-  void workOutArgs(size_t bytes) {
-    args = {sendPtr(bytes), recvPtr(bytes), sendCount(bytes), recvCount(bytes), perRank(bytes), {}};
-    for (int k = 0; k < o.batch; ++k) args.slices.push_back(recvPtr(bytes, k));
-  }
 
   // One call of the row the last prepare() set up.
   void once() {
@@ -245,7 +241,8 @@ struct Run {
   // input (where the collective reads it), poisons the output and, when checking, computes
   // the expected output.
   void prepare(size_t bytes, bool withExpected) {
-    workOutArgs(bytes);
+    args = {sendPtr(bytes), recvPtr(bytes), sendCount(bytes), recvCount(bytes), perRank(bytes), {}};
+    for (int k = 0; k < o.batch; ++k) args.slices.push_back(recvPtr(bytes, k));
     using gyre::bench::fillPeriodic;
     const bool reduces =
         o.coll == Coll::all_reduce || o.coll == Coll::reduce_scatter || o.coll == Coll::reduce;
