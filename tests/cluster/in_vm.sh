@@ -11,6 +11,6 @@ require_rdma_vm "this case needs its guest"
 build=$(cd "$bin/.." && pwd)
 # The guest's Soft-RoCE device would carry the traffic between the namespace hosts outside
 # their links (rxe0 is not namespaced); the guest removes it first.
-exec "$kit" run --timeout 900 --share "$build" --ro-share "$src" -- \
+run_in_guest --timeout 900 --share "$build" --ro-share "$src" -- \
   bash -c 'rdma link delete "$RDMA_VM_DEV" && exec bash "$0" "$1" "$2"' \
   "$src/tests/cluster/cluster_tests.sh" "$bin" "$case_name"

@@ -14,5 +14,5 @@ for name in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS TSAN_OPTIONS; do
   [ -n "${!name:-}" ] && env_args+=(-e "$name=${!name}")
 done
 # The emulated guest is slow; everything inside is bounded by the tests' own timeouts too.
-exec "$kit" run --timeout 1200 "${env_args[@]}" --share "$build" --ro-share "$src" -- \
+run_in_guest --timeout 1200 "${env_args[@]}" --share "$build" --ro-share "$src" -- \
   bash "$src/tests/collectives/rdma_guest.sh" "$build"
