@@ -6,7 +6,7 @@
 # against the tcp peers, gyre shm against Open MPI shm), and draws PNG plots with gnuplot:
 # busbw vs size, and time vs size up to 64 KiB, one line per library. Broadcasts run in
 # place, as MPI_Bcast's one buffer does. Each round notes how far apart CPUs 0 and 1 were
-# (a cache line's round trip) before the peers, before gyre and after.
+# (a cache line's round trip) before, between and after the two, which take turns going first.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
 # bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
 # use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
@@ -59,14 +59,12 @@ gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 placement_build "$out"
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
-for k in $(seq "$repeats"); do
-  # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
-  install=-n
-  [ "$k" = 1 ] && install=""
-  placement="round $k: before the peers $(round_trip) ns"
-  "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$k" \
-    >"$out/peers_$k.log" 2>&1 || echo "# warning: peer run $k failed (see $out/peers_$k.log)"
-  placement="$placement, before gyre $(round_trip) ns"
+run_peers() {  # round
+  "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$1" \
+    >"$out/peers_$1.log" 2>&1 || echo "# warning: peer run $1 failed (see $out/peers_$1.log)"
+}
+run_gyre() {  # round
+  local t n op s b iters ceiling_cc
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
       auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
@@ -78,17 +76,37 @@ for k in $(seq "$repeats"); do
           iters=$(( b > 0 ? 200000000 / b : 1000 )); iters=$(( iters < 5 ? 5 : (iters > 2000 ? 2000 : iters) ))
           GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
             "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
-            >>"$out/gyre_${t}_${op}_n${n}_$k.txt" 2>&1
+            >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
           if [ "$t" = tcp ]; then
             "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
               ${ceiling_cc:+--congestion "$ceiling_cc"} \
-              >>"$out/ceiling_${op}_n${n}_$k.txt" 2>&1
+              >>"$out/ceiling_${op}_n${n}_$1.txt" 2>&1
           fi
         done
       done
     done
   done
-  echo "$placement, after gyre $(round_trip) ns" >>"$out/placement.txt"
+}
+for k in $(seq "$repeats"); do
+  # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
+  install=-n
+  [ "$k" = 1 ] && install=""
+  # The peers go first in odd rounds, gyre in even ones: whichever follows always meets the
+  # placement the other left behind.
+  if ((k % 2)); then
+    placement="round $k: before the peers $(round_trip) ns"
+    run_peers "$k"
+    placement="$placement, before gyre $(round_trip) ns"
+    run_gyre "$k"
+    placement="$placement, after gyre $(round_trip) ns"
+  else
+    placement="round $k: before gyre $(round_trip) ns"
+    run_gyre "$k"
+    placement="$placement, before the peers $(round_trip) ns"
+    run_peers "$k"
+    placement="$placement, after the peers $(round_trip) ns"
+  fi
+  echo "$placement" >>"$out/placement.txt"
 done
 
 # Rows: "lib op n size busbw time" from every run.

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run-to-run stability beside Open MPI: ROUNDS alternated launches of gyre-bench (shared
 # memory, the tuner's picks) and of Open MPI's default transport (the peer kit's mpi_bench),
-# every size in each launch, at each rank count. Prints per size the min/median/max of the
-# launches' times, the slowest launch over the median (the target: at most 1.3) and whether
-# gyre's spread (max/min) is no wider than Open MPI's, then the same over the launches of
-# each library where CPUs 0 and 1 stayed close or stayed far apart (a cache line's round trip
-# before and after the launch: under 150 ns, over 250 ns), which on a virtual machine changes
-# on its own every few tens of seconds, and over the launches during which the host stole at
-# most one tick of CPU time from this machine (/proc/stat's steal: its other guests ran).
+# each first in every other round, every size in each launch, at each rank count. Prints per
+# size the min/median/max of the launches' times, the slowest launch over the median (the
+# target: at most 1.3) and whether gyre's spread (max/min) is no wider than Open MPI's, then
+# the same over the launches of each library where CPUs 0 and 1 stayed close or stayed far
+# apart (a cache line's round trip before and after the launch: under 150 ns, over 250 ns),
+# which on a virtual machine changes on its own every few tens of seconds, and over the
+# launches during which the host stole at most one tick of CPU time from this machine
+# (/proc/stat's steal: its other guests ran).
 #
 # usage: tools/bench/spread_check.sh [-r RANKS] [-s SIZES] [-p OP] [-k ROUNDS] [-o DIR]
 #   -r RANKS   rank counts                                (default 2,4)
@@ -24,7 +25,7 @@ ranks=2,4 sizes=64K,256K,1M,4M,16M,64M,256M op=allreduce rounds=10 out=
 while getopts "r:s:p:k:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) op=$OPTARG ;; k) rounds=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-spread.XXXXXX)}
@@ -51,34 +52,53 @@ list=$(for s in ${sizes//,/ }; do bytes "$s"; done | sort -n)
 lo=$(head -1 <<<"$list") hi=$(tail -1 <<<"$list")
 echo "# spread check $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $op, $rounds launches each; rows in $out/rows.txt"
 : >"$out/rows.txt"
+# One launch of Open MPI (the kit installs what it lacks on its first run), then of gyre, each
+# with its placement before and after and the ticks stolen meanwhile.
+launch_mpi() {  # n k install
+  local before after steal0
+  before=$(round_trip) steal0=$(stolen)
+  "$peers/run.sh" $3 -r "$1" -s "$sizes" -p "$op" -l mpi_default -t 0.3 -o "$out/mpi_$1_$2" \
+    >"$out/mpi_$1_$2.log" 2>&1 || { echo "Open MPI run failed: $out/mpi_$1_$2.log"; exit 1; }
+  after=$(round_trip) mpi_steal=$(($(stolen) - steal0))
+  awk -v n="$1" -v k="$2" -v p="$(placement "$before" "$after")" -v s="$mpi_steal" \
+    '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p, s}' "$out/mpi_$1_$2"/*_n"$1".txt >>"$out/rows.txt"
+  mpi_place="$before/$after"
+}
+launch_gyre() {  # n k
+  local before after steal0 place b iters
+  before=$(round_trip) steal0=$(stolen)
+  # Each size as its own row, about 0.2 s of calls (at least 5).
+  for b in $list; do
+    iters=$((200000000 / b)); iters=$((iters < 5 ? 5 : (iters > 2000 ? 2000 : iters)))
+    "$build/tools/gyre-run" -n "$1" --no-prefix "$build/tools/gyre-bench" "$gyre_op" "${flags[@]}" \
+      -b "$b" -e "$b" -n "$iters" -w 3 >"$out/gyre_$1_$2_$b.txt" 2>&1 ||
+      { echo "gyre-bench failed: $out/gyre_$1_$2_$b.txt"; exit 1; }
+  done
+  after=$(round_trip) gyre_steal=$(($(stolen) - steal0))
+  place=$(placement "$before" "$after")
+  for b in $list; do
+    awk -v n="$1" -v k="$2" -v p="$place" -v s="$gyre_steal" '$1 ~ /^[0-9]+$/ && NF >= 9 {
+      if ($NF != 0) { print "WRONG RESULTS: " $0 > "/dev/stderr"; exit 1 }
+      print "gyre", n, k, $1, $6, p, s }' "$out/gyre_$1_$2_$b.txt" >>"$out/rows.txt" || exit 1
+  done
+  gyre_place="$before/$after ($place)"
+}
 for n in ${ranks//,/ }; do
   for ((k = 1; k <= rounds; k++)); do
-    # Open MPI first (the kit installs what it lacks on its first run), then gyre.
     install=-n
     [ "$k" = 1 ] && [ "$n" = "${ranks%%,*}" ] && install=""
-    before=$(round_trip) steal0=$(stolen)
-    "$peers/run.sh" $install -r "$n" -s "$sizes" -p "$op" -l mpi_default -t 0.3 -o "$out/mpi_${n}_$k" \
-      >"$out/mpi_${n}_$k.log" 2>&1 || { echo "Open MPI run failed: $out/mpi_${n}_$k.log"; exit 1; }
-    after=$(round_trip) mpi_steal=$(($(stolen) - steal0))
-    awk -v n="$n" -v k="$k" -v p="$(placement "$before" "$after")" -v s="$mpi_steal" \
-      '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p, s}' "$out/mpi_${n}_$k"/*_n"$n".txt >>"$out/rows.txt"
-    mpi_place="$before/$after"
-    before=$(round_trip) steal0=$(stolen)
-    # Each size as its own row, about 0.2 s of calls (at least 5).
-    for b in $list; do
-      iters=$((200000000 / b)); iters=$((iters < 5 ? 5 : (iters > 2000 ? 2000 : iters)))
-      "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" "$gyre_op" "${flags[@]}" \
-        -b "$b" -e "$b" -n "$iters" -w 3 >"$out/gyre_${n}_${k}_$b.txt" 2>&1 ||
-        { echo "gyre-bench failed: $out/gyre_${n}_${k}_$b.txt"; exit 1; }
-    done
-    after=$(round_trip) steal=$(($(stolen) - steal0))
-    place=$(placement "$before" "$after")
-    for b in $list; do
-      awk -v n="$n" -v k="$k" -v p="$place" -v s="$steal" '$1 ~ /^[0-9]+$/ && NF >= 9 {
-        if ($NF != 0) { print "WRONG RESULTS: " $0 > "/dev/stderr"; exit 1 }
-        print "gyre", n, k, $1, $6, p, s }' "$out/gyre_${n}_${k}_$b.txt" >>"$out/rows.txt" || exit 1
-    done
-    echo "# n=$n launch $k: CPUs 0 and 1 $mpi_place ns before/after Open MPI, $before/$after ns before/after gyre ($place); stolen ticks: Open MPI $mpi_steal, gyre $steal"
+    # Each goes first in every other launch: the one that follows the other's launch would
+    # otherwise always meet the placement it left behind.
+    if ((k % 2)); then
+      launch_mpi "$n" "$k" "$install"
+      launch_gyre "$n" "$k"
+      first="Open MPI"
+    else
+      launch_gyre "$n" "$k"
+      launch_mpi "$n" "$k" "$install"
+      first=gyre
+    fi
+    echo "# n=$n launch $k ($first first): CPUs 0 and 1 $mpi_place ns before/after Open MPI, $gyre_place ns before/after gyre; stolen ticks: Open MPI $mpi_steal, gyre $gyre_steal"
   done
 done
 # "lib n size": sorted times, then per size: gyre and mpi min/median/max, max/median, spreads.
