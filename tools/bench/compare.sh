@@ -64,7 +64,7 @@ run_peers() {  # round
     >"$out/peers_$1.log" 2>&1 || echo "# warning: peer run $1 failed (see $out/peers_$1.log)"
 }
 run_gyre() {  # round
-  local t n op s b iters ceiling_cc
+  local t n op s b ceiling_cc
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
       auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
@@ -73,9 +73,9 @@ run_gyre() {  # round
       for op in ${ops//,/ }; do
         for s in ${sizes//,/ }; do
           b=$(bytes "$s")
-          iters=$(( b > 0 ? 200000000 / b : 1000 )); iters=$(( iters < 5 ? 5 : (iters > 2000 ? 2000 : iters) ))
+          # Timed for as long as the peers' rows (their -t).
           GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
-            "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" -n "$iters" -w 3 ${GYRE_BENCH_ARGS:-} \
+            "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" --seconds 0.5 -w 3 ${GYRE_BENCH_ARGS:-} \
             >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
           if [ "$t" = tcp ]; then
             "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \

@@ -172,6 +172,24 @@ void prewarm(Run& run) {
   for (int i = 0; i < 64; ++i) run.barrier();  // the barrier may ride links of its own
 }
 
+// The timed iterations that take about `seconds` at this row's pace: batches of calls, eight
+// times longer each, until one lasts a millisecond on the slowest rank, whose pace every rank
+// then uses, so all run the same count. At least 5, as the peer benchmarks' minimum of 3 to 20.
+int itersFor(Run& run, double seconds) {
+  constexpr int kMaxIters = 1 << 22;
+  for (int batch = 1;; batch *= 8) {
+    run.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) run.once();
+    run.finish();
+    const double elapsed = run.maxOverRanks(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (elapsed >= 1e-3 || batch >= kMaxIters / 8) {
+      return int(std::clamp(std::ceil(seconds / elapsed * batch), 5.0, double(kMaxIters)));
+    }
+  }
+}
+
 // One communicator per algorithm (a split with the algorithm forced; "tuned" lets the tuner
 // choose), measured in turn at each size inside this one process, so all candidates meet the
 // same machine state; each time is the median of `reps` rounds.
@@ -301,6 +319,11 @@ int main(int argc, char** argv) {
   app.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")
       ->capture_default_str();
   app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str();
+  double seconds = 0;
+  app.add_option("-t,--seconds", seconds,
+                 "instead of -n: time each size for about this long (iterations from a "
+                 "calibration after the warm-up, the slowest rank's pace; at least 5), as the "
+                 "peer benchmarks' --target-s");
   app.add_option("-w,--warmup_iters", o.warmup,
                  "untimed iterations per size (after one warm-up of every link at the largest and "
                  "the smallest size)")
@@ -358,8 +381,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: all_to_all has no in-place form (no --inplace)\n");
     return 2;
   }
-  if (o.factor <= 1 || o.minBytes == 0 || o.maxBytes < o.minBytes || o.iters < 1) {
-    std::fprintf(stderr, "gyre-bench: need 0 < minbytes <= maxbytes, stepfactor > 1, iters >= 1\n");
+  if (o.factor <= 1 || o.minBytes == 0 || o.maxBytes < o.minBytes || o.iters < 1 || seconds < 0) {
+    std::fprintf(stderr,
+                 "gyre-bench: need 0 < minbytes <= maxbytes, stepfactor > 1, iters >= 1, "
+                 "seconds >= 0\n");
     return 2;
   }
 
@@ -392,6 +417,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
+  if (!algorithms.empty() && seconds > 0) {
+    std::fprintf(stderr, "gyre-bench: --algos takes -n, not --seconds\n");
+    return 2;
+  }
   if (!algorithms.empty()) {
     std::vector<std::string> names;
     std::stringstream list(algorithms);
@@ -432,12 +461,17 @@ int main(int argc, char** argv) {
 
   if (run.rank == 0) {
     const char* algo = std::getenv("GYRE_ALGO");
-    std::printf(
-        "# gyre-bench %s: %d ranks, %s, %s, %d iters (%d warm-up), check %s, "
-        "algorithm %s",
-        kCollNames[int(o.coll)], run.n, o.cuda ? "CUDA device buffers on a stream" : "host buffers",
-        o.inPlace ? "in place" : "out of place", o.iters, o.warmup, o.check ? "on" : "off",
-        algo && *algo ? algo : "tuned");
+    char iters[64];
+    if (seconds > 0) {
+      std::snprintf(iters, sizeof iters, "iters for about %g s", seconds);
+    } else {
+      std::snprintf(iters, sizeof iters, "%d iters", o.iters);
+    }
+    std::printf("# gyre-bench %s: %d ranks, %s, %s, %s (%d warm-up), check %s, algorithm %s",
+                kCollNames[int(o.coll)], run.n,
+                o.cuda ? "CUDA device buffers on a stream" : "host buffers",
+                o.inPlace ? "in place" : "out of place", iters, o.warmup, o.check ? "on" : "off",
+                algo && *algo ? algo : "tuned");
     if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
     if (o.registered) std::printf(", registered buffers");
     std::printf("\n");
@@ -453,18 +487,19 @@ int main(int argc, char** argv) {
     run.upload();
     for (int i = 0; i < o.warmup; ++i) run.once();
     run.finish();
+    const int iters = seconds > 0 ? itersFor(run, seconds) : o.iters;
     run.barrier();
-    PerCall calls(perCall ? o.iters : 0);
+    PerCall calls(perCall ? iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
     if (perCall) {
-      for (int i = 0; i < o.iters; ++i) calls.time(i, [&] { run.once(); });
+      for (int i = 0; i < iters; ++i) calls.time(i, [&] { run.once(); });
     } else {
-      for (int i = 0; i < o.iters; ++i) run.once();
+      for (int i = 0; i < iters; ++i) run.once();
     }
     run.finish();
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-        o.iters;
+        iters;
     calls.end();
     const double time = run.maxOverRanks(us);
     uint64_t wrong = 0;

@@ -65,13 +65,13 @@ launch_mpi() {  # n k install
   mpi_place="$before/$after"
 }
 launch_gyre() {  # n k
-  local before after steal0 place b iters
+  local before after steal0 place b
   before=$(round_trip) steal0=$(stolen)
-  # Each size as its own row, about 0.2 s of calls (at least 5).
+  # Each size as its own row, timed for as long as Open MPI's (-t): launches measured over a
+  # few milliseconds would each feel a tick the host steals (10 ms) several times more.
   for b in $list; do
-    iters=$((200000000 / b)); iters=$((iters < 5 ? 5 : (iters > 2000 ? 2000 : iters)))
     "$build/tools/gyre-run" -n "$1" --no-prefix "$build/tools/gyre-bench" "$gyre_op" "${flags[@]}" \
-      -b "$b" -e "$b" -n "$iters" -w 3 >"$out/gyre_$1_$2_$b.txt" 2>&1 ||
+      -b "$b" -e "$b" --seconds 0.3 -w 3 >"$out/gyre_$1_$2_$b.txt" 2>&1 ||
       { echo "gyre-bench failed: $out/gyre_$1_$2_$b.txt"; exit 1; }
   done
   after=$(round_trip) gyre_steal=$(($(stolen) - steal0))
