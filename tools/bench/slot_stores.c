@@ -1,10 +1,12 @@
 // Does a slot's pace depend on where the CPUs sit, and do non-temporal stores change that?
 // A producer on CPU 0 copies 64 MiB in 64 KiB pieces into a ring of 8 slots, a consumer on
 // CPU 1 copies each slot out, as a shared-memory link's two ends do. Each round times the
-// producer's fill with memcpy and with AVX2 streaming stores (twice each, alternated) and
-// measures a cache line's round trip between the CPUs before and after (close: about 100 ns
-// on the development VM, far: about 500).
-// Build: cc -O2 -mavx2 -pthread -o slot_stores tools/bench/slot_stores.c
+// producer's fill with memcpy and with AVX2 streaming stores (twice each, alternated). Where the
+// CPUs sit, run the placement probe around it (docs/performance.md, "Launches as long as the
+// peers'"):
+//   cc -O2 -mavx2 -pthread -o /tmp/slot_stores tools/bench/slot_stores.c
+//   . tools/bench/placement.sh && placement_build /tmp
+//   for i in $(seq 30); do echo "$(round_trip) $(/tmp/slot_stores 1) $(round_trip)"; done
 // Usage: slot_stores [ROUNDS]
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -20,7 +22,6 @@ enum { kSlot = 64 << 10, kSlots = 8, kBuffer = 16 << 20 };
 static const long kTotal = 64L << 20;
 static char *ring, *src, *dst;
 static _Atomic long published, consumed;
-static _Alignas(64) _Atomic long ball;
 
 static void pin(int cpu) {
   cpu_set_t set;
@@ -78,32 +79,6 @@ static double gbPerSecond(int streaming) {
   return kTotal / (now() - start) / 1e9;
 }
 
-static void* echo(void* unused) {
-  (void)unused;
-  pin(1);
-  for (long i = 1; i < 200000; i += 2) {
-    while (atomic_load(&ball) != i) {
-    }
-    atomic_store(&ball, i + 1);
-  }
-  return NULL;
-}
-
-static double roundTripNs(void) {
-  pthread_t echoer;
-  ball = 0;
-  pthread_create(&echoer, NULL, echo, NULL);
-  const double start = now();
-  for (long i = 0; i < 200000; i += 2) {
-    atomic_store(&ball, i + 1);
-    while (atomic_load(&ball) != i + 2) {
-    }
-  }
-  const double elapsed = now() - start;
-  pthread_join(echoer, NULL);
-  return elapsed / 100000 * 1e9;
-}
-
 int main(int argc, char** argv) {
   pin(0);
   ring = aligned_alloc(4096, kSlot * kSlots);
@@ -113,13 +88,10 @@ int main(int argc, char** argv) {
   memset(dst, 2, kBuffer);
   memset(ring, 0, kSlot * kSlots);
   const int rounds = argc > 1 ? atoi(argv[1]) : 10;
-  printf("# round trip before/after (ns), then GB/s: memcpy into the slots, twice; streaming stores, twice\n");
   for (int r = 0; r < rounds; ++r) {
-    const double before = roundTripNs();
     const double copy1 = gbPerSecond(0), stream1 = gbPerSecond(1);
     const double copy2 = gbPerSecond(0), stream2 = gbPerSecond(1);
-    printf("%4.0f %4.0f  memcpy %5.2f %5.2f  streaming %5.2f %5.2f\n", before, roundTripNs(), copy1,
-           copy2, stream1, stream2);
+    printf("memcpy %5.2f %5.2f streaming %5.2f %5.2f GB/s\n", copy1, copy2, stream1, stream2);
     fflush(stdout);
   }
   return 0;
