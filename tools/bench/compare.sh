@@ -93,19 +93,14 @@ for k in $(seq "$repeats"); do
   [ "$k" = 1 ] && install=""
   # The peers go first in odd rounds, gyre in even ones: whichever follows always meets the
   # placement the other left behind.
-  if ((k % 2)); then
-    placement="round $k: before the peers $(round_trip) ns"
-    run_peers "$k"
-    placement="$placement, before gyre $(round_trip) ns"
-    run_gyre "$k"
-    placement="$placement, after gyre $(round_trip) ns"
-  else
-    placement="round $k: before gyre $(round_trip) ns"
-    run_gyre "$k"
-    placement="$placement, before the peers $(round_trip) ns"
-    run_peers "$k"
-    placement="$placement, after the peers $(round_trip) ns"
-  fi
+  order=(peers gyre)
+  ((k % 2)) || order=(gyre peers)
+  placement="round $k:"
+  for who in "${order[@]}"; do
+    placement="$placement before ${who/peers/the peers} $(round_trip) ns,"
+    "run_$who" "$k"
+  done
+  placement="$placement after ${who/peers/the peers} $(round_trip) ns"
   echo "$placement" >>"$out/placement.txt"
 done
 

@@ -52,8 +52,8 @@ list=$(for s in ${sizes//,/ }; do bytes "$s"; done | sort -n)
 lo=$(head -1 <<<"$list") hi=$(tail -1 <<<"$list")
 echo "# spread check $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $op, $rounds launches each; rows in $out/rows.txt"
 : >"$out/rows.txt"
-# One launch of Open MPI (the kit installs what it lacks on its first run), then of gyre, each
-# with its placement before and after and the ticks stolen meanwhile.
+# One launch of Open MPI (the kit installs what it lacks on its first run) or of gyre, with its
+# placement before and after and the ticks stolen meanwhile.
 launch_mpi() {  # n k install
   local before after steal0
   before=$(round_trip) steal0=$(stolen)
@@ -64,7 +64,7 @@ launch_mpi() {  # n k install
     '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p, s}' "$out/mpi_$1_$2"/*_n"$1".txt >>"$out/rows.txt"
   mpi_place="$before/$after"
 }
-launch_gyre() {  # n k
+launch_gyre() {  # n k (install, unused)
   local before after steal0 place b
   before=$(round_trip) steal0=$(stolen)
   # Each size as its own row, timed for as long as Open MPI's (-t): launches measured over a
@@ -89,15 +89,10 @@ for n in ${ranks//,/ }; do
     [ "$k" = 1 ] && [ "$n" = "${ranks%%,*}" ] && install=""
     # Each goes first in every other launch: the one that follows the other's launch would
     # otherwise always meet the placement it left behind.
-    if ((k % 2)); then
-      launch_mpi "$n" "$k" "$install"
-      launch_gyre "$n" "$k"
-      first="Open MPI"
-    else
-      launch_gyre "$n" "$k"
-      launch_mpi "$n" "$k" "$install"
-      first=gyre
-    fi
+    order=(mpi gyre)
+    ((k % 2)) || order=(gyre mpi)
+    for who in "${order[@]}"; do "launch_$who" "$n" "$k" "$install"; done
+    first=${order[0]/mpi/Open MPI}
     echo "# n=$n launch $k ($first first): CPUs 0 and 1 $mpi_place ns before/after Open MPI, $gyre_place ns before/after gyre; stolen ticks: Open MPI $mpi_steal, gyre $gyre_steal"
   done
 done
