@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -208,6 +210,62 @@ TEST_CASE("copy") {
   CHECK(dst2 == src);
   cpu::copy(src.data(), nullptr, src.data(), 16);  // self copy is a no-op
   CHECK(src == std::vector<int32_t>{1, 2, 3, 4});
+}
+
+// Streaming stores go out a 4 KiB block at a time, with unaligned heads and tails: lengths
+// across blocks, destinations an element or a few off 16-byte alignment, every choice of which
+// destination streams, in place, and nothing written outside [0, n).
+TEST_CASE("streaming stores: the same bytes as cached ones, nothing outside") {
+  std::mt19937_64 rng(9);
+  const cpu::Stores choices[] = {{true, false}, {false, true}, {true, true}};
+  for (DataType type : {DataType::i8, DataType::bf16, DataType::f32, DataType::f64}) {
+    const size_t es = dataTypeSize(type);
+    for (size_t n : {size_t(1), size_t(15), size_t(1000), size_t(4096 / es + 3), size_t(30011)}) {
+      for (size_t skewElems : {size_t(0), size_t(1), size_t(3)}) {
+        const size_t skew = skewElems * es, skew2 = (2 * skewElems + 1) * es;
+        for (const cpu::Stores stores : choices) {
+          CAPTURE(dataTypeName(type));
+          CAPTURE(n);
+          CAPTURE(skew);
+          CAPTURE(stores.dst);
+          CAPTURE(stores.dst2);
+          const RedOp op = type == DataType::i8 ? RedOp::sum : RedOp::max;
+          Case c = makeCase(type, op, n, 0, rng);
+          const size_t bytes = c.a.size(), pad = 64;
+          std::vector<unsigned char> d(bytes + 2 * pad, 0xA5), d2(bytes + 2 * pad, 0x5A);
+          unsigned char* dst = d.data() + pad + skew;
+          unsigned char* dst2 = d2.data() + pad + skew2;
+          cpu::reduce(type, op, dst, dst2, c.a.data(), c.b.data(), n, 0, stores);
+          REQUIRE(std::memcmp(dst, c.expect.data(), bytes) == 0);
+          REQUIRE(std::memcmp(dst2, c.expect.data(), bytes) == 0);
+          for (auto [buf, at, fill] : {std::tuple{&d, dst, 0xA5}, std::tuple{&d2, dst2, 0x5A}}) {
+            for (unsigned char* p = buf->data(); p < at; ++p) REQUIRE(*p == fill);
+            for (unsigned char* p = at + bytes; p < buf->data() + buf->size(); ++p)
+              REQUIRE(*p == fill);
+          }
+          // The copies, from the reduced bytes into poisoned destinations.
+          std::fill(d.begin(), d.end(), 0xA5);
+          std::fill(d2.begin(), d2.end(), 0x5A);
+          cpu::copy(dst, dst2, c.expect.data(), bytes, stores);
+          REQUIRE(std::memcmp(dst, c.expect.data(), bytes) == 0);
+          REQUIRE(std::memcmp(dst2, c.expect.data(), bytes) == 0);
+          REQUIRE(d[pad + skew - 1] == 0xA5);
+          REQUIRE(d2[pad + skew2 - 1] == 0x5A);
+          REQUIRE(d[pad + skew + bytes] == 0xA5);
+          // In place into the first operand, streamed.
+          std::vector<unsigned char> a = c.a;
+          cpu::reduce(type, op, a.data(), nullptr, a.data(), c.b.data(), n, 0, stores);
+          REQUIRE(std::memcmp(a.data(), c.expect.data(), bytes) == 0);
+        }
+      }
+    }
+  }
+  std::vector<int32_t> src(1000), dst(1002, -1);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = int32_t(i * 31);
+  cpu::streamCopy(dst.data() + 1, src.data(), src.size() * 4);
+  CHECK(std::equal(src.begin(), src.end(), dst.begin() + 1));
+  CHECK(dst.front() == -1);
+  CHECK(dst.back() == -1);
 }
 
 TEST_CASE("16-bit float kernels: both builds agree on NaN, infinity and rounding") {
