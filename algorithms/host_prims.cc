@@ -117,23 +117,39 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
       const std::byte* acc = in;
       for (int i = 0; i < nRecv; ++i) {
         const bool last = i == nRecv - 1;
-        cpu::reduce(type, op, dst, last ? dst2 : nullptr, acc, received[i], k, last ? divisor : 0);
+        // Only the last pass writes what the peers read; earlier ones stay in this cache.
+        const cpu::Stores stores = last ? slotStores(out != nullptr, nSend) : cpu::Stores{};
+        cpu::reduce(type, op, dst, last ? dst2 : nullptr, acc, received[i], k, last ? divisor : 0,
+                    stores);
         acc = dst;
       }
     } else {
       // An idle sender's fill is timed: the transport takes the source while filling runs slowly.
       const bool timed = sendsInput && ctx_.senderIdle && taken == Taken::no;
       const auto start = timed ? Clock::now() : Clock::time_point{};
-      cpu::copy(dst, dst2, nRecv ? received[0] : in, bytes);
+      cpu::copy(dst, dst2, nRecv ? received[0] : in, bytes, slotStores(out != nullptr, nSend));
       if (timed) sendTo_[0]->noteFill(bytes, Clock::now() - start);
     }
-    for (int i = out ? 1 : 2; i < nSend; ++i) cpu::copy(slots[i], nullptr, dst, bytes);
+    for (int i = out ? 1 : 2; i < nSend; ++i)
+      cpu::copy(slots[i], nullptr, dst, bytes, {streams(*sendTo_[i]), false});
     for (int i = 0; i < nRecv; ++i) releaseRecv(*recvFrom_[i]);
     for (int i = 0; i < nSend; ++i) publishSend(*sendTo_[i], bytes);
     // After the sends, which may carry the credits along (rdma).
     for (int i = 0; i < nRecv; ++i) recvFrom_[i]->recvReleased();
   }
   flushSends();
+}
+
+bool HostPrims::streams(Connection& to) const {
+  return ctx_.streamSlots && to.sendLink().peerReadsInPlace;
+}
+
+cpu::Stores HostPrims::slotStores(bool toOutput, int nSend) const {
+  // As in run(): the first destination is the output, else the first send slot; the second is
+  // the next send slot.
+  const int firstSlot = toOutput ? -1 : 0;
+  return {firstSlot == 0 && nSend > 0 && streams(*sendTo_[0]),
+          nSend > firstSlot + 1 && streams(*sendTo_[firstSlot + 1])};
 }
 
 void HostPrims::flushSends() {

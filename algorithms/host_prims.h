@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "base/function_ref.h"
+#include "kernels/cpu/reduce.h"
 #include "link/link.h"
 
 namespace gyre {
@@ -31,6 +32,9 @@ struct OpContext {
   // The CPU must not read the input (device memory): every send of it leaves straight from it
   // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;
+  // The ranks' CPUs sit far apart (the placement probe): slots a peer reads in place are filled
+  // with streaming stores, which it then reads from memory rather than from this CPU's cache.
+  bool streamSlots = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to
   // a callable of the caller that started the operation, which outlives every wait of it.
@@ -92,6 +96,10 @@ class HostPrims {
   // abort or the deadline.
   template <class Ready, class Await>
   void waitUntil(Ready ready, Await await, Connection& conn, const char* direction);
+  // Whether this rank's slots toward `to` get streaming stores (OpContext::streamSlots).
+  bool streams(Connection& to) const;
+  // The stores of run()'s two kernel destinations.
+  cpu::Stores slotStores(bool toOutput, int nSend) const;
   [[noreturn]] void mismatch(const Connection& from, const SlotMeta& meta, uint32_t expectedBytes);
 
   const OpContext& ctx_;

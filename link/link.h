@@ -31,6 +31,9 @@ struct Link {
   // rdma interleaves each header with its slot so that one write carries both.
   size_t slotStride = 0;
   size_t metaStride = 0;
+  // The peer's CPU reads the slots where this side writes them (shared memory), so how they
+  // are stored decides where the peer finds them (cpu::Stores).
+  bool peerReadsInPlace = false;
 
   std::byte* slot(uint32_t index) {
     return data + size_t(index % nSlots) * (slotStride ? slotStride : slotBytes);

@@ -12,13 +12,15 @@ Agreement Agreement::of(const CommConfig& config) {
   a.algorithm = config.algorithm.empty() ? "auto" : config.algorithm;
   a.channels = config.channels;
   a.netGbits = std::to_string(config.netGbits);
+  a.slotStores = slotStoresName(config.slotStores);
   return a;
 }
 
 std::string Agreement::encode() const {
   return "agree.nranks=" + std::to_string(nranks) + "\nagree.slots=" + std::to_string(nSlots) +
          "\nagree.slotBytes=" + std::to_string(slotBytes) + "\nagree.algorithm=" + algorithm +
-         "\nagree.channels=" + std::to_string(channels) + "\nagree.netGbits=" + netGbits + "\n";
+         "\nagree.channels=" + std::to_string(channels) + "\nagree.netGbits=" + netGbits +
+         "\nagree.slotStores=" + slotStores + "\n";
 }
 
 Agreement Agreement::decode(const std::string& text) {
@@ -43,6 +45,8 @@ Agreement Agreement::decode(const std::string& text) {
         a.channels = std::stoi(value);
       else if (key == "netGbits")
         a.netGbits = value;
+      else if (key == "slotStores")
+        a.slotStores = value;
       else
         continue;
       ++found;
@@ -50,7 +54,7 @@ Agreement Agreement::decode(const std::string& text) {
   } catch (const std::exception&) {
     found = 0;  // a number that is not one
   }
-  if (found != 6) a.nranks = -1;
+  if (found != 7) a.nranks = -1;
   return a;
 }
 
@@ -81,6 +85,10 @@ std::string Agreement::differenceFrom(const Agreement& theirs, int r,
   if (theirs.netGbits != netGbits) {
     return them + " prices the network at " + theirs.netGbits + " Gbit/s, " + who + " at " +
            netGbits + " (GYRE_NET_GBITS must be the same on every rank)";
+  }
+  if (theirs.slotStores != slotStores) {
+    return them + " has GYRE_SLOT_STORES=" + theirs.slotStores + ", " + who + " has " + slotStores +
+           " (it prices the slots: it must be the same on every rank)";
   }
   return "";
 }

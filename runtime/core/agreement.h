@@ -15,9 +15,10 @@ struct Agreement {
   uint32_t nSlots = 0;
   size_t slotBytes = 0;
   // What picks a call's algorithm: ranks that differ here run different plans of one call.
-  std::string algorithm;  // GYRE_ALGO, "auto" when unset
-  int channels = 0;       // GYRE_CHANNELS
-  std::string netGbits;   // GYRE_NET_GBITS, as text: only ever compared
+  std::string algorithm;   // GYRE_ALGO, "auto" when unset
+  int channels = 0;        // GYRE_CHANNELS
+  std::string netGbits;    // GYRE_NET_GBITS, as text: only ever compared
+  std::string slotStores;  // GYRE_SLOT_STORES: it prices the slots where the CPUs sit far apart
 
   static Agreement of(const CommConfig& config);
   std::string encode() const;  // lines PeerInfo::decode skips

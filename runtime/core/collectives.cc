@@ -118,7 +118,11 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
   }
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
-  runChannels(ctx, plan.channels, [&](const OpContext& cctx, int c) {
+  OpContext placed = ctx;
+  placed.streamSlots =
+      config.slotStores == CommConfig::SlotStores::streaming ||
+      (config.slotStores == CommConfig::SlotStores::automatic && tuner->link().farApart);
+  runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(
         cctx, part.in, part.out,
@@ -131,9 +135,15 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   LastChoice& last = lastChoice[size_t(coll)];
   if (last.bytes == bytes) return last.algorithm;
   const Choice c = tuner->choose(coll, bytes, config.nranks);
+  // The placement matters where the other placement's tuner chooses otherwise, and wherever
+  // the call goes through slots whose stores follow it (GYRE_SLOT_STORES=auto).
+  const bool slotsFollow = config.slotStores == CommConfig::SlotStores::automatic &&
+                           c.algorithm != Algorithm::oneshot &&
+                           c.algorithm != Algorithm::directRead;
   last = {bytes, c.algorithm, std::max(0.0, c.predictedUs),
           otherPlacement &&
-              otherPlacement->choose(coll, bytes, config.nranks).algorithm != c.algorithm};
+              (slotsFollow ||
+               otherPlacement->choose(coll, bytes, config.nranks).algorithm != c.algorithm)};
   // Logged once per collective, algorithm and power-of-two size class.
   if (!logEnabled(LogLevel::info)) return c.algorithm;
   int sizeClass = 0;

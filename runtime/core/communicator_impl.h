@@ -87,7 +87,7 @@ struct Communicator::Impl {
     size_t bytes = SIZE_MAX;
     Algorithm algorithm = Algorithm::ring;
     double predictedUs = 0;         // counted toward the next placement probe
-    bool placementMatters = false;  // the other placement's tuner chooses otherwise
+    bool placementMatters = false;  // the other placement chooses or stores otherwise
   };
   LastChoice lastChoice[16];
   std::atomic<bool> abortFlag{false};

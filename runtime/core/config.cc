@@ -78,6 +78,18 @@ int slurmRendezvousPort(long long jobId, long long stepId) {
   return int(20000 + (jobId % 1000) * 10 + stepId % 10);
 }
 
+const char* slotStoresName(CommConfig::SlotStores stores) {
+  switch (stores) {
+    case CommConfig::SlotStores::automatic:
+      return "auto";
+    case CommConfig::SlotStores::cached:
+      return "cached";
+    case CommConfig::SlotStores::streaming:
+      return "streaming";
+  }
+  return "?";
+}
+
 void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_TIMEOUT")) {
     char* end = nullptr;
@@ -102,6 +114,17 @@ void applyTuningEnv(CommConfig& c) {
       envInt("GYRE_PLACEMENT_PROBE_MS",
              std::chrono::duration_cast<std::chrono::milliseconds>(c.placementProbe).count(), 0,
              3600 * 1000));
+  if (const char* v = env("GYRE_SLOT_STORES")) {
+    bool known = false;
+    for (auto stores : {CommConfig::SlotStores::automatic, CommConfig::SlotStores::cached,
+                        CommConfig::SlotStores::streaming}) {
+      if (std::string(v) == slotStoresName(stores)) c.slotStores = stores, known = true;
+    }
+    if (!known) {
+      fail(Code::invalid_argument,
+           std::string("GYRE_SLOT_STORES='") + v + "' is not one of auto, cached, streaming");
+    }
+  }
   c.shmSingleCopyBytes = size_t(
       envInt("GYRE_SHM_SINGLE_COPY_BYTES", (long long)c.shmSingleCopyBytes, 0, (long long)1 << 30));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;

@@ -35,6 +35,10 @@ struct CommConfig {
   // apart their CPUs sit after this much of the tuner's predicted time of calls whose choice
   // depends on it (rank 0's setting holds for all); 0: only at set-up.
   std::chrono::microseconds placementProbe{std::chrono::milliseconds(10)};
+  // GYRE_SLOT_STORES: how a rank fills the shared-memory slots a peer reads: auto (streaming
+  // stores while the placement probe finds the CPUs of ranks 0 and 1 far apart, else cached),
+  // cached or streaming (docs/performance.md).
+  enum class SlotStores { automatic, cached, streaming } slotStores = SlotStores::automatic;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
   // the system's default for the others), system (never set), or a name for every one.
@@ -62,8 +66,11 @@ struct CommConfig {
   size_t cudaSlotBytes = 256 << 10;  // GYRE_CUDA_SLOT_BYTES: slot size of device links
 };
 
+// "auto", "cached" or "streaming".
+const char* slotStoresName(CommConfig::SlotStores stores);
+
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_ONESHOT_BYTES,
-// GYRE_PLACEMENT_PROBE_MS, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_SOCKET_IFNAME,
+// GYRE_PLACEMENT_PROBE_MS, GYRE_SLOT_STORES, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_SOCKET_IFNAME,
 // GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT,
 // GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX and the GYRE_CUDA_* variables.
 void applyTuningEnv(CommConfig& config);

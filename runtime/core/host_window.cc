@@ -119,10 +119,13 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   if (all[0].size() > 2) std::sscanf(all[0].c_str() + 2, "%ld %ld", &roundTripNs, &probeUs);
   if (roundTripNs > 0) {
     const bool far = Tuner::farApart(double(roundTripNs));
-    tuner->setLink(Tuner::sharedMemoryAt(ranksHaveCores, far));
+    // Slots streamed where far apart unless told otherwise (GYRE_SLOT_STORES=cached: far apart
+    // they stay slow; =streaming: close by they slow down, which the tuner does not price).
+    const bool streamsWhenFar = config.slotStores != CommConfig::SlotStores::cached;
+    tuner->setLink(Tuner::sharedMemoryAt(ranksHaveCores, far, streamsWhenFar));
     if (probeUs > 0) {
       otherPlacement = std::make_unique<Tuner>(*tuner);
-      otherPlacement->setLink(Tuner::sharedMemoryAt(ranksHaveCores, !far));
+      otherPlacement->setLink(Tuner::sharedMemoryAt(ranksHaveCores, !far, streamsWhenFar));
       placementProbeUs = double(probeUs);
     }
     if (config.rank == 0) {

@@ -35,6 +35,13 @@ constexpr double kFarRoundTripNs = 300;
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
 // 1400-1900 bytes/us against 8000 close (docs/tuning.md).
 constexpr double kShmFarBetaBytesUs = 1500.0;
+// Unless the slots are filled with streaming stores there (GYRE_SLOT_STORES=auto): the reader
+// then takes the lines from memory. n = 2, far apart: the ring all-reduce took 6.9-7.2 us at
+// 64 KiB, 62-77 at 1 MiB and 1360-1450 at 16 MiB, about 14000 bytes/us; the doubling, whose
+// one exchange the receiver copies straight from the sender's input, 6.3 and 87-91 (w = 1.13),
+// and a one-shot post of 64 KiB 5.4 (docs/tuning.md).
+constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
+constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
 // depend on where the CPUs sit, 7-11 GB/s per core on this machine (3-4 times slower than a
 // memcpy), and each system call costs about 2 us even for a few bytes: a call costs 1 us for
@@ -171,17 +178,22 @@ bool Tuner::farApart(double roundTripNs) {
   return roundTripNs >= kFarRoundTripNs;
 }
 
-LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs) {
-  return sharedMemoryAt(ranksHaveCores, farApart(roundTripNs));
+LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs, bool streamsWhenFar) {
+  return sharedMemoryAt(ranksHaveCores, farApart(roundTripNs), streamsWhenFar);
 }
 
-LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart) {
+LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar) {
   const bool far = ranksHaveCores && farApart;
+  const bool streamed = far && streamsWhenFar;
   const double wholeBufferStep = !ranksHaveCores ? kShmSleepingWholeBufferStep
+                                 : streamed      ? kShmFarStreamedWholeBufferStep
                                  : far           ? kShmFarWholeBufferStep
                                                  : kShmWholeBufferStep;
-  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs,
-                far ? kShmFarBetaBytesUs : kShmBetaBytesUs, wholeBufferStep, kShmExtraPassBytes};
+  const double beta = streamed ? kShmFarStreamedBetaBytesUs
+                      : far    ? kShmFarBetaBytesUs
+                               : kShmBetaBytesUs;
+  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
+                kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
   cost.farApart = far;
   if (!ranksHaveCores) {

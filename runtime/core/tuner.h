@@ -70,10 +70,13 @@ class Tuner {
   // through the scheduler unless every rank has a core to poll on. `roundTripNs`: a cache
   // line's round trip between two ranks' CPUs, measured over the host window (0: unmeasured);
   // far apart, copies through shared memory slow down and fewer, larger steps pay.
-  static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0);
+  // `streamsWhenFar`: far apart, the ranks fill their slots with streaming stores
+  // (GYRE_SLOT_STORES=auto), which the reader takes from memory at nearly the close pace.
+  static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0,
+                               bool streamsWhenFar = true);
   // The same where the CPUs are known to sit close or `farApart` (a round trip of 300 ns or
   // more, two lines bounced, counts as far).
-  static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart);
+  static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar = true);
   static bool farApart(double roundTripNs);
   // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
   // default 10; docs/tuning.md).

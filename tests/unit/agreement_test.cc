@@ -79,4 +79,7 @@ TEST_CASE("each difference names the rank, both values and the setting") {
   what = differenceWith(1, [](CommConfig& c) { c.netGbits = 100; });
   CHECK(has(what, "rank 1 prices the network at 100.000000 Gbit/s, rank 0 at 10.000000"));
   CHECK(has(what, "GYRE_NET_GBITS"));
+  CHECK(differenceWith(1, [](CommConfig& c) { c.slotStores = CommConfig::SlotStores::cached; }) ==
+        "rank 1 has GYRE_SLOT_STORES=cached, rank 0 has auto (it prices the slots: it must be "
+        "the same on every rank)");
 }

@@ -93,6 +93,28 @@ TEST_CASE("config: GYRE_PLACEMENT_PROBE_MS in whole milliseconds, 0 for set-up o
   }
 }
 
+TEST_CASE("config: GYRE_SLOT_STORES is auto, cached or streaming; auto by default") {
+  {
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.slotStores == CommConfig::SlotStores::automatic);
+  }
+  for (const auto& [text, stores] : {std::pair{"auto", CommConfig::SlotStores::automatic},
+                                     std::pair{"cached", CommConfig::SlotStores::cached},
+                                     std::pair{"streaming", CommConfig::SlotStores::streaming}}) {
+    ScopedEnv e("GYRE_SLOT_STORES", text);
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.slotStores == stores);
+    CHECK(std::string(slotStoresName(stores)) == text);
+  }
+  for (const char* bad : {"Auto", "nt", "streaming "}) {
+    ScopedEnv e("GYRE_SLOT_STORES", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}
+
 TEST_CASE("config: Slurm's first node of a node list") {
   CHECK(firstSlurmHost("vm") == "vm");
   CHECK(firstSlurmHost("node[01-04,07],gpu5") == "node01");

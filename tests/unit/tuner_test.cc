@@ -63,21 +63,30 @@ TEST_CASE("over tcp the all-reduce takes the doubling, then the ring; never the 
 
 TEST_CASE("over shared memory the doubling pays where the ranks' CPUs sit far apart") {
   const Tuner close(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
-  const Tuner far(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  const Tuner far(Tuner::sharedMemory(true, 450, /*streamsWhenFar=*/false), "", kChunk, kSlot);
+  const Tuner farStreamed(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
   const Tuner unmeasured(Tuner::sharedMemory(true), "", kChunk, kSlot);
   const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
   // Two ranks, CPUs close: the ring's two half steps beat one exchange of the whole buffer
-  // from 16 KiB up (measured 0.65-0.75 times its time); far apart, the exchange wins at every
-  // size measured (the ring 1.4-1.6 times slower). Unmeasured counts as close.
+  // from 16 KiB up (measured 0.65-0.75 times its time); far apart with cached slots, the
+  // exchange wins at every size measured (the ring 1.4-1.6 times slower); far apart with
+  // streamed slots the ring is ahead again from 256 KiB (1 MiB: 62-77 us against 87-91).
+  // Unmeasured counts as close.
   for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(16) << 20}) {
     CAPTURE(bytes);
     CHECK(close.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
     CHECK(unmeasured.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
     CHECK(far.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::doubling);
+    if (bytes >= (size_t(1) << 20)) {
+      CHECK(farStreamed.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    }
   }
+  // Streamed, far slots cost about what close ones do, not five times as much.
+  CHECK(farStreamed.predictUs(Algorithm::ring, Collective::all_reduce, 16 << 20, 2) <
+        far.predictUs(Algorithm::ring, Collective::all_reduce, 16 << 20, 2) / 5);
   CHECK(tcp.choose(Collective::all_reduce, 16 << 20, 2).algorithm == Algorithm::ring);
   // More ranks: the doubling's log n whole-buffer steps lose for large buffers.
-  for (const Tuner* shm : {&close, &far}) {
+  for (const Tuner* shm : {&close, &far, &farStreamed}) {
     CHECK(shm->choose(Collective::all_reduce, 8, 8).algorithm == Algorithm::doubling);
     CHECK(shm->choose(Collective::all_reduce, 64 << 20, 8).algorithm != Algorithm::doubling);
   }
@@ -107,11 +116,11 @@ TEST_CASE("tcp rings per call: one per core each rank has to itself, each carryi
 
 TEST_CASE("ranks sharing cores: the doubling's whole-buffer steps cost more") {
   const size_t mib = size_t(1) << 20;
-  const Tuner roomy(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  const Tuner roomy(Tuner::sharedMemory(true, 450, /*streamsWhenFar=*/false), "", kChunk, kSlot);
   const Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
   // Partners reduce at the same time on the same cores: 16 MiB at n = 4 measured 2.5 times the
-  // ring's time with the doubling on 2 cores. With cores of their own and far apart, the
-  // doubling's two exchanges win.
+  // ring's time with the doubling on 2 cores. With cores of their own and far apart (slots
+  // cached), the doubling's two exchanges win.
   CHECK(roomy.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::doubling);
   CHECK(sleeping.choose(Collective::all_reduce, 16 * mib, 4).algorithm == Algorithm::ring);
   CHECK(sleeping.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::doubling);
@@ -279,9 +288,11 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
 // the window and the ring stay faster for the all-reduce, and for the others below 256 KiB;
 // unmeasured counts as close.
 TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far apart") {
+  // Slots cached (GYRE_SLOT_STORES=cached): far apart they run at a fifth of their close pace.
   auto tuner = [](bool ranksHaveCores, double roundTripNs, bool directRead,
                   const char* forced = "") {
-    Tuner t(Tuner::sharedMemory(ranksHaveCores, roundTripNs), forced, kChunk, kSlot);
+    Tuner t(Tuner::sharedMemory(ranksHaveCores, roundTripNs, /*streamsWhenFar=*/false), forced,
+            kChunk, kSlot);
     t.setOneShot(64 << 10);
     t.setDirectRead(directRead);
     return t;
@@ -333,4 +344,29 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
         Algorithm::directRead);
   CHECK(tuner(true, 130, true, "read").choose(Collective::reduce, 1 << 20, 2).algorithm !=
         Algorithm::directRead);
+}
+
+// Far apart with the slots streamed (GYRE_SLOT_STORES=auto), the reader takes a slot's lines
+// from memory at about the close pace: n = 2, the ring all-reduce took 62-77 us at 1 MiB where
+// the doubling took 87-91 and the direct read 111-115, and the window's post of 64 KiB 5.4 us
+// against the ring's 6.9-7.2.
+TEST_CASE("the tuner: far apart with streamed slots, the ring and the window again") {
+  Tuner far(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  far.setOneShot(64 << 10);
+  far.setDirectRead(true);
+  CHECK(far.link().farApart);
+  CHECK(far.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
+  CHECK(far.choose(Collective::all_reduce, 64 << 10, 2).algorithm == Algorithm::oneshot);
+  for (size_t bytes : {size_t(1) << 20, size_t(16) << 20, size_t(256) << 20}) {
+    CAPTURE(bytes);
+    CHECK(far.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    CHECK(far.choose(Collective::reduce_scatter, bytes, 2).algorithm == Algorithm::ring);
+  }
+  // Close, the stores do not change the price.
+  const Tuner close(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
+  const Tuner closeCached(Tuner::sharedMemory(true, 120, false), "", kChunk, kSlot);
+  CHECK(close.link().betaBytesUs == closeCached.link().betaBytesUs);
+  CHECK(close.link().wholeBufferStep == closeCached.link().wholeBufferStep);
+  // Ranks sharing cores are never priced as far apart, streamed or not.
+  CHECK_FALSE(Tuner::sharedMemoryAt(false, true).farApart);
 }

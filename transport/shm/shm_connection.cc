@@ -63,6 +63,7 @@ ShmConnection::ShmConnection(ShmSegment segment, int fd, int selfRank, int peer,
     link.data = base + layout.data[d];
     link.nSlots = config.nSlots;
     link.slotBytes = config.slotBytes;
+    link.peerReadsInPlace = true;
     return link;
   };
   const int out = selfRank < peer ? 0 : 1;
