@@ -1,5 +1,6 @@
 #include "base/copy_bytes.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -31,19 +32,30 @@ __attribute__((target("avx2"))) void copyAvx2(std::byte* d, const std::byte* s, 
   std::memcpy(d + i, s + i, bytes - i);
 }
 
+// Streaming stores (kStream) send the lines to memory, not into this core's cache; they need
+// a 16-byte aligned destination, which streamBytes() gives them.
+template <bool kStream>
 void copySse2(std::byte* d, const std::byte* s, size_t bytes) {
+  const auto store = [](std::byte* to, __m128i v) {
+    if constexpr (kStream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(to), v);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(to), v);
+  };
   size_t i = 0;
   for (; i + 64 <= bytes; i += 64) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
     const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    store(d + i, a);
+    store(d + i + 16, b);
+    store(d + i + 32, c);
+    store(d + i + 48, e);
     asm volatile("" ::: "memory");
   }
+  for (; kStream && i + 16 <= bytes; i += 16)
+    store(d + i, _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
   std::memcpy(d + i, s + i, bytes - i);
 }
 
@@ -62,10 +74,28 @@ void copyVectors(void* dst, const void* src, size_t bytes, bool avx2) {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
 #if defined(__x86_64__)
-  return avx2 && hasAvx2() ? copyAvx2(d, s, bytes) : copySse2(d, s, bytes);
+  return avx2 && hasAvx2() ? copyAvx2(d, s, bytes) : copySse2<false>(d, s, bytes);
 #else
   (void)avx2;
   std::memcpy(d, s, bytes);
+#endif
+}
+
+void streamBytes(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+#if defined(__x86_64__)
+  const size_t head = std::min(bytes, size_t(-reinterpret_cast<uintptr_t>(d) & 15));
+  std::memcpy(d, s, head);
+  copySse2<true>(d + head, s + head, bytes - head);
+#else
+  std::memcpy(d, s, bytes);
+#endif
+}
+
+void storeFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
 #endif
 }
 

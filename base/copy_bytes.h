@@ -24,6 +24,13 @@ inline bool shortCopyDistance(const void* dst, const void* src, uintptr_t within
 // shortCopyDistance holds.
 void copyBytes(void* dst, const void* src, size_t bytes);
 
+// dst = src with streaming (non-temporal) stores where the CPU has them (x86-64: SSE2), whose
+// lines go to memory instead of this core's cache; not ordered with later stores until
+// storeFence().
+void streamBytes(void* dst, const void* src, size_t bytes);
+// Orders every streaming store before it with every store after it (a publish).
+void storeFence();
+
 // The vector loop copyBytes takes at a short distance, with AVX2 (where the CPU has it) or with
 // SSE2; exposed so tests reach both.
 void copyVectors(void* dst, const void* src, size_t bytes, bool avx2);

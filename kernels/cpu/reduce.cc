@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
 #include <cstring>
 
 #include "base/copy_bytes.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <emmintrin.h>
 #endif
 
 namespace gyre::cpu {
@@ -62,40 +60,6 @@ void pickThenReduce(DataType type, RedOp op, void* dst, void* dst2, const void* 
   fn(type, op, dst, dst2, a, b, n, avgDivisor);
 }
 
-// Streaming stores without the closing fence, for kernels that stream piece by piece. SSE2's
-// 16-byte stores (every x86-64 CPU has them) fill the write-combining buffers as fully as wider
-// ones do.
-void streamUnfenced(std::byte* dst, const std::byte* src, size_t bytes) {
-#if defined(__x86_64__)
-  const size_t head = std::min(bytes, size_t(-reinterpret_cast<uintptr_t>(dst) & 15));
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    const __m128i v2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    const __m128i v3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), v0);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), v1);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), v2);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), v3);
-  }
-  for (; i + 16 <= bytes; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-  }
-  std::memcpy(dst + i, src + i, bytes - i);
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
-
-void storeFence() {
-#if defined(__x86_64__)
-  _mm_sfence();
-#endif
-}
-
 // A streamed destination is written a block at a time from where the block was reduced while
 // it is still in L1: the output itself where it is cached, else this buffer.
 constexpr size_t kStreamBlockBytes = 4096;
@@ -112,10 +76,10 @@ void reduceStreaming(DataType type, RedOp op, std::byte* dst, std::byte* dst2, c
     const auto* bb = static_cast<const std::byte*>(b) + off;
     std::byte* reduced = stores.dst ? block : dst + off;
     fn(type, op, reduced, nullptr, ab, bb, k, avgDivisor);
-    if (stores.dst) streamUnfenced(dst + off, reduced, bytes);
+    if (stores.dst) streamBytes(dst + off, reduced, bytes);
     if (!dst2) continue;
     if (stores.dst2)
-      streamUnfenced(dst2 + off, reduced, bytes);
+      streamBytes(dst2 + off, reduced, bytes);
     else
       std::memcpy(dst2 + off, reduced, bytes);
   }
@@ -134,26 +98,10 @@ void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const
   chosenReduce.load(std::memory_order_relaxed)(type, op, dst, dst2, a, b, n, avgDivisor);
 }
 
-void streamCopy(void* dst, const void* src, size_t bytes) {
-  streamUnfenced(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), bytes);
-  storeFence();
-}
-
 void copy(void* dst, void* dst2, const void* src, size_t bytes, Stores stores) {
   if (bytes == 0) return;
-  const auto* s = static_cast<const std::byte*>(src);
-  if (dst != src) {
-    if (stores.dst)
-      streamUnfenced(static_cast<std::byte*>(dst), s, bytes);
-    else
-      copyBytes(dst, src, bytes);
-  }
-  if (dst2 && dst2 != src) {
-    if (stores.dst2)
-      streamUnfenced(static_cast<std::byte*>(dst2), s, bytes);
-    else
-      copyBytes(dst2, src, bytes);
-  }
+  if (dst != src) (stores.dst ? streamBytes : copyBytes)(dst, src, bytes);
+  if (dst2 && dst2 != src) (stores.dst2 ? streamBytes : copyBytes)(dst2, src, bytes);
   if (stores.dst || stores.dst2) storeFence();
 }
 

@@ -27,9 +27,6 @@ void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const
 // dst = src (and dst2 = src when dst2 is not null); a no-op copy where dst == src.
 void copy(void* dst, void* dst2, const void* src, size_t bytes, Stores stores = {});
 
-// dst = src with streaming stores, never overlapping; ordered before any later store.
-void streamCopy(void* dst, const void* src, size_t bytes);
-
 // The instruction set the kernels use on this CPU, for logs and benchmarks.
 const char* isaName();
 

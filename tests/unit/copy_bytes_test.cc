@@ -60,23 +60,29 @@ TEST_CASE("shortCopyDistance: a destination 1-63 bytes past the source, modulo 4
   CHECK_FALSE(shortCopyDistance(a, a + 16));  // the destination behind: not the slow case
 }
 
-TEST_CASE("copyBytes and both vector loops: every distance, lengths around the thresholds") {
+TEST_CASE(
+    "copyBytes, both vector loops and streamBytes: every distance, lengths around the thresholds") {
   const std::vector<size_t> lengths{0, 1, 63, 64, 127, 128, 129, 2047, 2048, 2049, 5000, 70001};
   Arenas arenas(70001 + kPage);
   for (size_t bytes : lengths) {
     for (int distance : distances()) {
       const size_t srcAt = 40, dstAt = (srcAt + size_t(distance)) % kPage;
-      for (int how = 0; how < 3; ++how) {
+      for (int how = 0; how < 4; ++how) {
         arenas.fill(bytes, srcAt);
         std::byte* d = arenas.page(arenas.dst) + dstAt;
         const std::byte* s = arenas.page(arenas.src) + srcAt;
         if (how == 0) copyBytes(d, s, bytes);
         if (how == 1) copyVectors(d, s, bytes, true);
         if (how == 2) copyVectors(d, s, bytes, false);
+        if (how == 3) {
+          streamBytes(d, s, bytes);
+          storeFence();
+        }
         INFO("bytes ", bytes, ", distance ", distance, ", ",
              how == 0   ? "copyBytes"
              : how == 1 ? "avx2"
-                        : "sse2");
+             : how == 2 ? "sse2"
+                        : "streaming");
         REQUIRE(arenas.wrong(bytes, dstAt) == 0);
       }
     }

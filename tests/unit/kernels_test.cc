@@ -262,7 +262,7 @@ TEST_CASE("streaming stores: the same bytes as cached ones, nothing outside") {
   }
   std::vector<int32_t> src(1000), dst(1002, -1);
   for (size_t i = 0; i < src.size(); ++i) src[i] = int32_t(i * 31);
-  cpu::streamCopy(dst.data() + 1, src.data(), src.size() * 4);
+  cpu::copy(dst.data() + 1, nullptr, src.data(), src.size() * 4, {true, false});
   CHECK(std::equal(src.begin(), src.end(), dst.begin() + 1));
   CHECK(dst.front() == -1);
   CHECK(dst.back() == -1);
