@@ -78,6 +78,10 @@ void Transports::deregisterMemory(const std::vector<uint64_t>& handles) {
   }
 }
 
+void Transports::setSingleCopyBytes(size_t bytes) {
+  for (const Entry& e : list_) e.transport->setSingleCopyBytes(bytes);
+}
+
 void Transports::shutdown() {
   for (const Entry& e : list_) e.transport->shutdown();
 }

@@ -39,6 +39,8 @@ class Transports {
   // need no copy. Returns one handle per transport (0: nothing registered there).
   std::vector<uint64_t> registerMemory(const void* p, size_t bytes, const std::string& who);
   void deregisterMemory(const std::vector<uint64_t>& handles);
+  // Transport::setSingleCopyBytes on every transport.
+  void setSingleCopyBytes(size_t bytes);
   // Stops accepting; before the event loop stops.
   void shutdown();
   // Where `peer` accepts data connections ("host:port"), or "none".

@@ -90,6 +90,9 @@ class Transport {
   virtual void deregisterMemory(uint64_t /*handle*/) {}
   // Whether a send of [p, p + bytes) to a peer over this transport needs no CPU read of it.
   virtual bool sendsUnstaged(const void* /*p*/, size_t /*bytes*/) const { return false; }
+  // The smallest slot payload a receiver reads straight from the sender's memory through the
+  // kernel from now on (0: never); for connections made after the call (shared memory only).
+  virtual void setSingleCopyBytes(size_t /*bytes*/) {}
   // Stops accepting; from the user thread, before the event loop stops.
   virtual void shutdown() {}
 };

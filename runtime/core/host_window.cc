@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "runtime/core/bootstrap.h"
 #include "runtime/core/communicator_impl.h"
+#include "transport/registry.h"
 
 namespace gyre {
 
@@ -36,6 +37,10 @@ ShmHandle decodeHandle(const std::string& text) {
 // For rank 1 to map the window and answer rank 0's probe (a rank that could not map it never
 // answers: the agreement that follows says why).
 constexpr auto kProbeWait = std::chrono::seconds(2);
+// A kernel copy of 1 MiB at this many hundredths of a memcpy's time or more counts as slow: the
+// shm single copy and the direct reads were fitted where it took 1.9 times as long and won;
+// at 4.5 times, two copies through slots beat them by up to 2.2 times (docs/tuning.md).
+constexpr long kKernelCopySlowPercent = 300;
 
 }  // namespace
 
@@ -90,7 +95,8 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       if (ns > 0) {
         const bool probes = config.nranks >= 2 && !tuner->forced();
         mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
-        mine.append(std::to_string(probes ? config.placementProbe.count() : 0));
+        mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
+        mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
       }
     } else if (ranksHaveCores && config.rank == 1) {
       answerRoundTrips(*window.mailbox(1).state, *window.mailbox(0).state, 2 * kProbeWait);
@@ -115,8 +121,21 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   tuner->setOneShot(config.oneShotBytes);
   enableDirectRead();
   // Rank 0's figures, so every rank prices its calls alike and probes at the same calls.
-  long roundTripNs = 0, probeUs = 0;
-  if (all[0].size() > 2) std::sscanf(all[0].c_str() + 2, "%ld %ld", &roundTripNs, &probeUs);
+  long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0;
+  if (all[0].size() > 2) {
+    std::sscanf(all[0].c_str() + 2, "%ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent);
+  }
+  // Where the kernel's copy is much slower than a memcpy, two copies through slots beat one
+  // through the kernel: no single copy, and no direct read unless forced (docs/tuning.md).
+  if (kernelCopyPercent >= kKernelCopySlowPercent) {
+    transports->setSingleCopyBytes(0);
+    tuner->setKernelCopySlow(true);
+    if (config.rank == 0) {
+      GYRE_LOG(info, who() + ": a copy through the kernel takes " +
+                         std::to_string(kernelCopyPercent / 100.0).substr(0, 4) +
+                         " times a memcpy's here: slots carry every payload");
+    }
+  }
   if (roundTripNs > 0) {
     const bool far = Tuner::farApart(double(roundTripNs));
     // Slots streamed where far apart unless told otherwise (GYRE_SLOT_STORES=cached: far apart

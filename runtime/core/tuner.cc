@@ -366,7 +366,7 @@ constexpr Algorithm kAll[] = {
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
-  if (a == Algorithm::directRead && link_.coresShared) return false;
+  if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1
   // against 6.4-7.8 us; far, all-gather of 16 KiB: 3.8-4.1 against 4.8-5.8), though the model,

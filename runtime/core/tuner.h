@@ -92,6 +92,9 @@ class Tuner {
   // Every rank may read every other's memory through the kernel (process_vm_readv) and shares
   // the host window: the direct-read collectives become candidates.
   void setDirectRead(bool available);
+  // The kernel's copy is slow here against a memcpy (measured at set-up): the direct reads are
+  // no candidates, though GYRE_ALGO=read still forces them.
+  void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);
 
@@ -117,6 +120,7 @@ class Tuner {
   int localRanks_ = 1;
   size_t oneShotCapacity_ = 0;
   bool directRead_ = false;
+  bool kernelCopySlow_ = false;
   size_t chunkBytes_;
   size_t slotBytes_;
   bool forced_ = false;

@@ -370,3 +370,33 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
   // Ranks sharing cores are never priced as far apart, streamed or not.
   CHECK_FALSE(Tuner::sharedMemoryAt(false, true).farApart);
 }
+
+// Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
+// reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
+// candidates, in either placement, but still run where forced.
+TEST_CASE("the tuner: no direct reads where the kernel's copy is slow") {
+  for (double roundTripNs : {120.0, 450.0}) {
+    for (bool streamed : {true, false}) {
+      CAPTURE(roundTripNs);
+      CAPTURE(streamed);
+      Tuner t(Tuner::sharedMemory(true, roundTripNs, streamed), "", kChunk, kSlot);
+      t.setOneShot(64 << 10);
+      t.setDirectRead(true);
+      t.setKernelCopySlow(true);
+      for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+        for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(256) << 20}) {
+          CAPTURE(bytes);
+          CHECK(t.choose(c, bytes, 2).algorithm != Algorithm::directRead);
+        }
+      }
+    }
+  }
+  Tuner forced(Tuner::sharedMemory(true, 120), "read", kChunk, kSlot);
+  forced.setDirectRead(true);
+  forced.setKernelCopySlow(true);
+  CHECK(forced.choose(Collective::all_gather, 1 << 20, 2).algorithm == Algorithm::directRead);
+  // Without the flag the close all-gather of 1 MiB goes to the read (the 2026-11-25 fit).
+  Tuner fitted(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
+  fitted.setDirectRead(true);
+  CHECK(fitted.choose(Collective::all_gather, 1 << 20, 2).algorithm == Algorithm::directRead);
+}

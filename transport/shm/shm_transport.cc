@@ -36,7 +36,11 @@ constexpr char kReplyMagic[4] = {'G', 'S', 'H', 'R'};
 }  // namespace
 
 ShmTransport::ShmTransport(TcpTransport& tcp, LinkConfig config, std::string dir, bool required)
-    : tcp_(tcp), config_(std::move(config)), dir_(std::move(dir)), required_(required) {
+    : tcp_(tcp),
+      config_(std::move(config)),
+      singleCopyBytes_(config_.singleCopyBytes),
+      dir_(std::move(dir)),
+      required_(required) {
   tcp_.setAcceptHook(wire::kFlagShmOffer, [this](asio::ip::tcp::socket& socket, int peer,
                                                  int channel, std::function<void()> ready) {
     answerOfferOnLoop(socket, peer, channel, std::move(ready));
@@ -118,7 +122,7 @@ std::shared_ptr<Connection> ShmTransport::offer(const PeerInfo& peer, int channe
     return tcp_.wrap(std::move(socket), peer.rank, channel);
   }
   return std::make_shared<ShmConnection>(std::move(segment), socket.release(), config_.rank,
-                                         peer.rank, channel, config_);
+                                         peer.rank, channel, connectionConfig());
 }
 
 // The higher rank's loop: maps the offered segment and replies; collect() picks it up.
@@ -158,6 +162,12 @@ void ShmTransport::answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, in
       });
 }
 
+LinkConfig ShmTransport::connectionConfig() const {
+  LinkConfig config = config_;
+  config.singleCopyBytes = singleCopyBytes_.load(std::memory_order_relaxed);
+  return config;
+}
+
 std::shared_ptr<Connection> ShmTransport::collect(const PeerInfo& peer, int channel,
                                                   Clock::time_point deadline,
                                                   const Interrupt& interrupted) {
@@ -174,7 +184,7 @@ std::shared_ptr<Connection> ShmTransport::collect(const PeerInfo& peer, int chan
     return tcp_.wrap(std::move(socket), peer.rank, channel);
   }
   return std::make_shared<ShmConnection>(std::move(prepared.segment), socket.release(),
-                                         config_.rank, peer.rank, channel, config_);
+                                         config_.rank, peer.rank, channel, connectionConfig());
 }
 
 }  // namespace gyre

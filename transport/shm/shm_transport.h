@@ -9,6 +9,8 @@
 // as a warning: the choice is per connection and both sides always agree.
 #pragma once
 
+#include <atomic>
+
 #include <asio/ip/tcp.hpp>
 #include <map>
 #include <mutex>
@@ -39,6 +41,9 @@ class ShmTransport : public Transport {
                                       const Interrupt& interrupted) override;
   // Bytes of one connection's segment.
   size_t segmentBytes() const;
+  void setSingleCopyBytes(size_t bytes) override {
+    singleCopyBytes_.store(bytes, std::memory_order_relaxed);
+  }
 
  private:
   // What the loop made of a peer's offer, until connect() collects it.
@@ -48,6 +53,7 @@ class ShmTransport : public Transport {
   };
   void answerOfferOnLoop(asio::ip::tcp::socket& socket, int peer, int channel,
                          std::function<void()> ready);
+  LinkConfig connectionConfig() const;  // config_ with the single copy as set now
   std::shared_ptr<Connection> offer(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                     const Interrupt& interrupted);
   std::shared_ptr<Connection> collect(const PeerInfo& peer, int channel, Clock::time_point deadline,
@@ -55,6 +61,8 @@ class ShmTransport : public Transport {
 
   TcpTransport& tcp_;
   const LinkConfig config_;
+  // config_.singleCopyBytes until set otherwise; each connection takes the value it finds.
+  std::atomic<size_t> singleCopyBytes_;
   const std::string dir_;
   const bool required_;
   bool usable_ = false;
