@@ -37,9 +37,9 @@ constexpr double kFarRoundTripNs = 300;
 constexpr double kShmFarBetaBytesUs = 1500.0;
 // Unless the slots are filled with streaming stores there (GYRE_SLOT_STORES=auto): the reader
 // then takes the lines from memory. n = 2, far apart: the ring all-reduce took 6.9-7.2 us at
-// 64 KiB, 62-77 at 1 MiB and 1360-1450 at 16 MiB, about 14000 bytes/us; the doubling, whose
-// one exchange the receiver copies straight from the sender's input, 6.3 and 87-91 (w = 1.13),
-// and a one-shot post of 64 KiB 5.4 (docs/tuning.md).
+// 64 KiB, 62-77 at 1 MiB and 1360-1450 at 16 MiB, about 14000 bytes/us; the doubling, which
+// did not gain from the stores, 6.3 and 87-91 (w = 1.13), and a one-shot post of 64 KiB 5.4
+// (docs/tuning.md).
 constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
 constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
