@@ -120,8 +120,7 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
   const size_t es = dataTypeSize(ctx.desc.dtype);
   OpContext placed = ctx;
   placed.streamSlots =
-      config.slotStores == CommConfig::SlotStores::streaming ||
-      (config.slotStores == CommConfig::SlotStores::automatic && tuner->link().farApart);
+      tuner->link().slotsStreamed || config.slotStores == CommConfig::SlotStores::streaming;
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(

@@ -196,6 +196,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
                 kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
   cost.farApart = far;
+  cost.slotsStreamed = streamed;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReduces = true;

@@ -38,6 +38,9 @@ struct LinkCost {
   // Shared memory whose ranks' CPUs sit far apart (the set-up probe): copies through slots
   // slow down, a copy through the kernel does not.
   bool farApart = false;
+  // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores, and the
+  // link is priced so (OpContext::streamSlots follows this).
+  bool slotsStreamed = false;
   // Where ranks share cores a tree's inner ranks feed two children from a shared core while
   // a chain's ranks each pass one slot on: broadcasts below this go down the chain, and with
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
