@@ -11,6 +11,7 @@ packages=(
   iproute2 nftables util-linux                  # tests/cluster: namespaces, links, loss
   slurm-wlm munge                               # tests/slurm: srun launches gyre
   python3-torch libtorch-dev pybind11-dev       # gyre_torch against Debian's torch 1.13
+  python3-venv python3-dev                      # gyre_torch against torch 2.x from PyPI
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Command 2: install dependencies, build, and run every test: the release build, then the
-# whole suite under ASan+UBSan, then the thread-rank tests under TSan, then each libFuzzer
-# target for GYRE_FUZZ_SECONDS (default 20). GYRE_TEST_QUICK=1 runs the release build only.
+# torch tests against torch 2.x from PyPI (scripts/test-torch2.sh; GYRE_TEST_TORCH2=0 leaves
+# them out), then the whole suite under ASan+UBSan, then the thread-rank tests under TSan, then
+# each libFuzzer target for GYRE_FUZZ_SECONDS (default 20). GYRE_TEST_QUICK=1 runs the release
+# build only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -22,6 +24,15 @@ cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure --timeout 900 -j 1)
 
 if [ "${GYRE_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+# The release build's torch tests ran against Debian's torch 1.13; torchrun, accelerate and
+# FSDP need torch 2.x.
+if [ "${GYRE_TEST_TORCH2:-1}" = 1 ]; then
+  echo "=== torch 2.x from PyPI"
+  ./scripts/test-torch2.sh
+else
+  echo "=== torch 2.x from PyPI: left out (GYRE_TEST_TORCH2=0)"
+fi
 
 echo "=== ASan + UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$(flags 1)" \
