@@ -18,6 +18,10 @@ constexpr double kTcpBetaBytesUs = 5000.0;
 constexpr double kTcpWholeBufferStep = 1.2;
 // The trees' extra local passes, measured against the ring at n = 4 (docs/tuning.md).
 constexpr double kTcpExtraPassBytes = 2.0;
+// Bruck's rotations cost less beside a socket's copies: its all-gather beat the ring at n = 4
+// on 2 cores up to 128 KiB (64 KiB: 51 against 71-75 us) and at n = 8 up to 256 KiB, and the
+// ring won from 512 KiB at both (docs/tuning.md).
+constexpr double kTcpBruckPassBytes = 1.4;
 // Shared memory, measured the same way (docs/tuning.md).
 constexpr double kShmAlphaUs = 1.0;
 constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
@@ -141,6 +145,7 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
 LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
   LinkCost cost{kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
                 std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+  cost.bruckPassBytes = kTcpBruckPassBytes;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
@@ -311,7 +316,11 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
       // Bruck moves the ring's bytes in fewer, larger steps, but its rotations cost: twice the
       // ring's time at 16 MiB over shared memory (n = 8), 1.5 times at 2 MiB over tcp (n = 4).
-      if (a == Algorithm::doubling) steps = lg, factor = link_.extraPassBytes * (nn - 1) / nn;
+      if (a == Algorithm::doubling) {
+        const double passes =
+            link_.bruckPassBytes > 0 ? link_.bruckPassBytes : link_.extraPassBytes;
+        steps = lg, factor = passes * (nn - 1) / nn;
+      }
       break;
     case Collective::broadcast:
     case Collective::reduce: {

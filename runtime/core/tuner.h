@@ -46,6 +46,9 @@ struct LinkCost {
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
   bool chainReduces = false;
+  // Bruck's all-gather bytes relative to the ring's, where measured apart from the trees'
+  // `extraPassBytes` (tcp); 0: the same as theirs.
+  double bruckPassBytes = 0;
 };
 
 struct Choice {

@@ -151,6 +151,12 @@ TEST_CASE("ranks sharing cores: reduces and small broadcasts go down the chain, 
     CHECK(tcpShared.choose(Collective::broadcast, bytes, 4).algorithm == Algorithm::ring);
     CHECK(tcpRoomy.choose(Collective::broadcast, bytes, 4).algorithm == Algorithm::tree);
   }
+  // Bruck's all-gather up to about 128 KiB at n = 4 and 256 KiB at n = 8, the ring from 512 KiB.
+  CHECK(tcpShared.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
+  CHECK(tcpShared.choose(Collective::all_gather, 256 << 10, 8).algorithm == Algorithm::doubling);
+  for (int n : {4, 8}) {
+    CHECK(tcpShared.choose(Collective::all_gather, 512 << 10, n).algorithm == Algorithm::ring);
+  }
   CHECK(tcpShared.choose(Collective::reduce, 8, 4).algorithm == Algorithm::tree);
   CHECK(tcpShared.choose(Collective::reduce, 32 << 10, 8).algorithm == Algorithm::tree);
   // Larger, the tree's root takes each child's buffer through a socket copy on a shared core:
