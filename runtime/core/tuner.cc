@@ -19,8 +19,8 @@ constexpr double kTcpWholeBufferStep = 1.2;
 // The trees' extra local passes, measured against the ring at n = 4 (docs/tuning.md).
 constexpr double kTcpExtraPassBytes = 2.0;
 // Bruck's rotations cost less beside a socket's copies: its all-gather beat the ring at n = 4
-// on 2 cores up to 128 KiB (64 KiB: 51 against 71-75 us) and at n = 8 up to 256 KiB, and the
-// ring won from 512 KiB at both (docs/tuning.md).
+// and 8 on 2 cores up to 128 KiB (n = 4, 64 KiB: 51 against 71-75 us), the two were even at
+// 256 KiB, and the ring won from 512 KiB (docs/tuning.md).
 constexpr double kTcpBruckPassBytes = 1.4;
 // Shared memory, measured the same way (docs/tuning.md).
 constexpr double kShmAlphaUs = 1.0;
