@@ -143,9 +143,9 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
 }
 
 LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
-  LinkCost cost{kTcpAlphaUs, kTcpBetaBytesUs, kTcpWholeBufferStep, kTcpExtraPassBytes,
-                std::clamp(coresPerRank, 1, kMaxAutoChannels)};
-  cost.bruckPassBytes = kTcpBruckPassBytes;
+  LinkCost cost{kTcpAlphaUs,         kTcpBetaBytesUs,
+                kTcpWholeBufferStep, kTcpExtraPassBytes,
+                kTcpBruckPassBytes,  std::clamp(coresPerRank, 1, kMaxAutoChannels)};
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
@@ -154,8 +154,10 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
 }
 
 LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
-  LinkCost cost{kNetAlphaUs, gbits * 1e9 / 8 / 1e6, kTcpWholeBufferStep, kTcpExtraPassBytes,
-                std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+  // Bruck between hosts is unmeasured: priced as the trees' passes.
+  LinkCost cost{kNetAlphaUs,         gbits * 1e9 / 8 / 1e6,
+                kTcpWholeBufferStep, kTcpExtraPassBytes,
+                kTcpExtraPassBytes,  std::clamp(coresPerRank, 1, kMaxAutoChannels)};
   cost.treeBroadcastRootPerChild = cost.treeReduceRootPerChild = true;  // one egress link
   return cost;
 }
@@ -198,7 +200,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
                       : far    ? kShmFarBetaBytesUs
                                : kShmBetaBytesUs;
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
-                kShmExtraPassBytes};
+                kShmExtraPassBytes, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
   cost.farApart = far;
   cost.slotsStreamed = streamed;
@@ -316,11 +318,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
       // Bruck moves the ring's bytes in fewer, larger steps, but its rotations cost: twice the
       // ring's time at 16 MiB over shared memory (n = 8), 1.5 times at 2 MiB over tcp (n = 4).
-      if (a == Algorithm::doubling) {
-        const double passes =
-            link_.bruckPassBytes > 0 ? link_.bruckPassBytes : link_.extraPassBytes;
-        steps = lg, factor = passes * (nn - 1) / nn;
-      }
+      if (a == Algorithm::doubling) steps = lg, factor = link_.bruckPassBytes * (nn - 1) / nn;
       break;
     case Collective::broadcast:
     case Collective::reduce: {

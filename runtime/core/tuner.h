@@ -20,9 +20,12 @@ struct LinkCost {
   // over tcp both socket copies come on top of the reduction; over shared memory the
   // receiver reduces straight out of the slot the sender wrote.
   double wholeBufferStep;
-  // Bytes of the trees and of Bruck relative to the ring's: their data takes extra local
-  // passes (tree levels, Bruck's rotations), which memory or the cores pay for.
+  // Bytes of the trees relative to the ring's: their data takes extra local passes (tree
+  // levels), which memory or the cores pay for.
   double extraPassBytes;
+  // The same for Bruck's all-gather (its rotations): over tcp they cost less beside the
+  // sockets' copies than the trees' passes do.
+  double bruckPassBytes;
   // Rings that may run side by side, each on its own sockets and thread (channels): as many
   // as every rank has cores to itself, at most kMaxAutoChannels; 1 where the link itself is
   // the limit (shared memory is bound by memory, not by one core's copying).
@@ -46,9 +49,6 @@ struct LinkCost {
   // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
   bool chainReduces = false;
-  // Bruck's all-gather bytes relative to the ring's, where measured apart from the trees'
-  // `extraPassBytes` (tcp); 0: the same as theirs.
-  double bruckPassBytes = 0;
 };
 
 struct Choice {
