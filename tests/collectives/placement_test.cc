@@ -60,7 +60,7 @@ TEST_CASE("placement probe: ranks probe at the same calls and stay exact") {
   for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
   const PlacementProbes zero = job.comm(0).placementProbes(), one = job.comm(1).placementProbes();
   MESSAGE(zero.probes << " probes, " << zero.changes << " changes, ending "
-                      << (zero.farApart ? "far apart" : "close"));
+                      << std::string(zero.farApart ? "far apart" : "close"));
   CHECK(one.probes == zero.probes);
   CHECK(one.changes == zero.changes);
   CHECK(one.farApart == zero.farApart);
