@@ -33,7 +33,8 @@ TEST_CASE("wake-ups: every hand-over between two sleeping threads wakes the slee
   Word ping, pong;
   Count pingSleepers, pongSleepers;
   std::atomic<double> longestSeconds{0};
-  // Waits until `word` moves past `observed`, asleep; returns whether a sleep ran to its end.
+  // Waits until `word` moves past `observed`, asleep; false where one sleep lasted kLongestFair
+  // or more: no notify woke it.
   auto await = [&](Word& word, Count& count, uint32_t observed) {
     while (word.value.load(std::memory_order_acquire) == observed) {
       const auto start = Clock::now();
