@@ -69,7 +69,7 @@ constexpr double kShmSleepingWholeBufferStep = 2.2;
 // There a tree's inner ranks feed two children from a core they share, while the chain's ranks
 // each pass one slot on (n = 4 and 8 on 2 cores, docs/tuning.md): over shared memory the
 // chain's reduce beat the tree's from 4 KiB up and its broadcast below 32 KiB; over tcp its
-// broadcast up to 2 MiB (n = 8, 1 MiB: 1.22-1.23 times faster in four runs, 2 MiB 1.06-1.11;
+// broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
 // from 4 MiB the two were even), while the tree's reduce kept up below 256 KiB (from there the
 // chain's was 1.2-1.35 times faster at n = 8: treeReduceRootPerChild).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
