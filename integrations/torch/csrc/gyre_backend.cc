@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -98,6 +99,11 @@ GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 }
 
 GyreBackend::~GyreBackend() {
+  stopCompleter();
+  if (comm_) gyreCommDestroy(comm_);
+}
+
+void GyreBackend::stopCompleter() {
   // torch may destroy the group while holding the GIL (destroy_process_group), and the
   // completion thread may need it: dropping its reference to a tensor that Python already let
   // go of frees a Python object. Waiting for that thread with the GIL held would deadlock.
@@ -108,8 +114,34 @@ GyreBackend::~GyreBackend() {
     stopping_ = true;
   }
   queueChanged_.notify_all();
+  // stopAllAtExit holds a reference while it stops one: never beside the destructor.
   if (completer_.joinable()) completer_.join();
-  if (comm_) gyreCommDestroy(comm_);
+}
+
+namespace {
+std::mutex liveMutex;
+std::vector<c10::weak_intrusive_ptr<GyreBackend>> live;
+}  // namespace
+
+void GyreBackend::track(const c10::intrusive_ptr<GyreBackend>& backend) {
+  std::lock_guard lock(liveMutex);
+  live.erase(std::remove_if(live.begin(), live.end(), [](const auto& w) { return w.expired(); }),
+             live.end());
+  live.emplace_back(backend);
+}
+
+void GyreBackend::stopAllAtExit() {
+  std::vector<c10::intrusive_ptr<GyreBackend>> alive;
+  {
+    std::lock_guard lock(liveMutex);
+    for (auto& w : live) {
+      if (auto b = w.lock()) alive.push_back(std::move(b));
+    }
+    live.clear();
+  }
+  for (auto& b : alive) b->stopCompleter();
+  // The last reference to a backend may be this one: then it goes here, the GIL held, which
+  // its destructor expects.
 }
 
 void GyreBackend::raise(const char* what, gyreResult_t result) const {
@@ -174,9 +206,15 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
 void GyreBackend::enqueue(Pending p) {
   {
     std::lock_guard lock(queueMutex_);
-    queue_.push_back(std::move(p));
+    if (!stopping_) {
+      queue_.push_back(std::move(p));
+      queueChanged_.notify_all();
+      return;
+    }
   }
-  queueChanged_.notify_all();
+  // Stopped at exit: the caller's thread completes it (it holds the GIL, which the callbacks
+  // may take again).
+  complete(p);
 }
 
 void GyreBackend::completeLoop() {
@@ -189,40 +227,44 @@ void GyreBackend::completeLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    gyreResult_t r = gyreSuccess;
-    if (item.work) {
-      // Each gyre operation ends by its own deadline (the communicator's timeout), so this
-      // wait ends too; slices keep the thread responsive. gyreTimeout means "still running"
-      // or "ended with a timeout": gyreWorkTest tells which. A work that finished as the slice
-      // ran out is asked again for its own outcome, or its error would read "not finished".
-      while ((r = gyreWorkWait(item.work, 1000)) == gyreTimeout) {
-        int done = 0;
-        if (gyreWorkTest(item.work, &done) != gyreSuccess) break;
-        if (done) {
-          r = gyreWorkWait(item.work, 0);
-          break;
-        }
-      }
-    } else if (item.waitStream) {
-      r = item.waitStream();
-    }
-    std::exception_ptr error;
-    if (r != gyreSuccess) {
-      error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " +
-                      (item.work ? lastError() : gyreGetLastError(comm_)));
-    }
-    if (item.work) gyreWorkFree(item.work);
-    auto& completion = item.completion;
-    if (!error) {
-      try {
-        for (auto& finish : completion->finishers) finish();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    finish(*completion, error);
-    for (auto& follower : completion->followers) finish(*follower, error);
+    complete(item);
   }
+}
+
+void GyreBackend::complete(Pending& item) {
+  gyreResult_t r = gyreSuccess;
+  if (item.work) {
+    // Each gyre operation ends by its own deadline (the communicator's timeout), so this
+    // wait ends too; slices keep the thread responsive. gyreTimeout means "still running"
+    // or "ended with a timeout": gyreWorkTest tells which. A work that finished as the slice
+    // ran out is asked again for its own outcome, or its error would read "not finished".
+    while ((r = gyreWorkWait(item.work, 1000)) == gyreTimeout) {
+      int done = 0;
+      if (gyreWorkTest(item.work, &done) != gyreSuccess) break;
+      if (done) {
+        r = gyreWorkWait(item.work, 0);
+        break;
+      }
+    }
+  } else if (item.waitStream) {
+    r = item.waitStream();
+  }
+  std::exception_ptr error;
+  if (r != gyreSuccess) {
+    error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " +
+                    (item.work ? lastError() : gyreGetLastError(comm_)));
+  }
+  if (item.work) gyreWorkFree(item.work);
+  auto& completion = item.completion;
+  if (!error) {
+    try {
+      for (auto& finish : completion->finishers) finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  finish(*completion, error);
+  for (auto& follower : completion->followers) finish(*follower, error);
 }
 
 void GyreBackend::finish(Completion& c, std::exception_ptr error) {

@@ -67,6 +67,16 @@ class GyreBackend : public BackendBase {
               std::chrono::milliseconds timeout);
   ~GyreBackend() override;
 
+  // At interpreter exit (Python's atexit, while threads may still take the GIL): stops the
+  // completion thread of every backend alive, after it has completed what is queued. Once the
+  // interpreter finalizes, a thread that takes the GIL is ended by pthread_exit, which unwinding
+  // through a destructor (a future's Python callback, a tensor's Python object) turns into
+  // std::terminate; a backend torch frees only then would let its thread do that. Later calls
+  // on a stopped backend complete on the caller's thread. Called with the GIL held.
+  static void stopAllAtExit();
+  // Makes `backend` one stopAllAtExit stops (create_backend, once it is constructed).
+  static void track(const c10::intrusive_ptr<GyreBackend>& backend);
+
   const std::string getBackendName() const override { return "gyre"; }
 
   using Work = c10d::Work;
@@ -147,7 +157,12 @@ class GyreBackend : public BackendBase {
     std::function<gyreResult_t()> waitStream;
     std::shared_ptr<Completion> completion;
   };
+  // Queues `p` for the completion thread; once that was stopped, completes it here.
   void enqueue(Pending p);
+  // Waits for `item` and completes its Work and future (the completion thread, or enqueue).
+  void complete(Pending& item);
+  // Stops the completion thread after what is queued (the destructor, stopAllAtExit).
+  void stopCompleter();
   // Torch's current CUDA stream on `device`, or null for the host (device -1).
   static gyreStream_t currentStream(int device);
   // Records where the current stream of `device` is; the function returned waits until the

@@ -12,9 +12,14 @@ PYBIND11_MODULE(_C, m) {
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
          std::chrono::milliseconds timeout) -> c10::intrusive_ptr<gyre_torch::BackendBase> {
-        return c10::make_intrusive<gyre_torch::GyreBackend>(store, rank, size, timeout);
+        auto backend = c10::make_intrusive<gyre_torch::GyreBackend>(store, rank, size, timeout);
+        gyre_torch::GyreBackend::track(backend);
+        return backend;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>());
   m.attr("torch_api") = TORCH_VERSION_MAJOR >= 2 ? "Backend" : "ProcessGroup";
+  // Before the interpreter finalizes (gyre_backend.h: stopAllAtExit).
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { gyre_torch::GyreBackend::stopAllAtExit(); }));
 }
