@@ -74,9 +74,11 @@ uint64_t RdmaDevice::registerUser(const void* p, size_t bytes, const DmabufRange
     ++it->second.holders;
     return begin;
   }
+  // The flags as an int: ibv_reg_mr's macro masks them with a flag of another enum (an
+  // enum-enum operation, deprecated in C++20).
   ibv_mr* mr = dmabuf ? ibv_reg_dmabuf_mr(pd, dmabuf->offset, bytes, begin, dmabuf->fd,
                                           IBV_ACCESS_LOCAL_WRITE)
-                      : ibv_reg_mr(pd, const_cast<void*>(p), bytes, IBV_ACCESS_LOCAL_WRITE);
+                      : ibv_reg_mr(pd, const_cast<void*>(p), bytes, int(IBV_ACCESS_LOCAL_WRITE));
   if (!mr) {
     fail(Code::system_error, "rdma on " + name + ": cannot register " + std::to_string(bytes) +
                                  " bytes of " +
