@@ -71,9 +71,11 @@ constexpr double kShmSleepingWholeBufferStep = 2.2;
 // chain's reduce beat the tree's from 4 KiB up and its broadcast below 32 KiB; over tcp its
 // broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
 // from 4 MiB the two were even), while the tree's reduce kept up below 256 KiB (from there the
-// chain's was 1.2-1.35 times faster at n = 8: treeReduceRootPerChild).
+// chain's was 1.12-1.40 times faster at n = 8 in most runs; its root's core takes each child's
+// buffer: treeReduceRootPerChild, which alone put the crossing at n = 8 near 320 KiB).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
+constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
@@ -150,6 +152,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
+    cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
   }
   return cost;
 }
@@ -207,7 +210,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.slotsStreamed = streamed;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
-    cost.chainReduces = true;
+    cost.chainReducesFrom = 0;
   }
   return cost;
 }
@@ -391,7 +394,9 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
       windowPostersStall(link_, coll, bytes)) {
     return false;
   }
-  if (a == Algorithm::tree && coll == Collective::reduce && link_.chainReduces) return false;
+  if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {
+    return false;
+  }
   return !(a == Algorithm::tree && coll == Collective::broadcast &&
            bytes < link_.treeBroadcastFrom);
 }

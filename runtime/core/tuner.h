@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "algorithms/collective.h"
@@ -45,10 +46,10 @@ struct LinkCost {
   // link is priced so (OpContext::streamSlots follows this).
   bool slotsStreamed = false;
   // Where ranks share cores a tree's inner ranks feed two children from a shared core while
-  // a chain's ranks each pass one slot on: broadcasts below this go down the chain, and with
-  // `chainReduces` every reduce does (measured per link kind, docs/tuning.md).
+  // a chain's ranks each pass one slot on: broadcasts below `treeBroadcastFrom` and reduces
+  // from `chainReducesFrom` go down the chain (measured per link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
-  bool chainReduces = false;
+  size_t chainReducesFrom = SIZE_MAX;
 };
 
 struct Choice {
