@@ -5,8 +5,10 @@
 # over repeated runs with the fastest and slowest run beside it, and gyre's ratios (gyre tcp
 # against the tcp peers, gyre shm against Open MPI shm), and draws PNG plots with gnuplot:
 # busbw vs size, and time vs size up to 64 KiB, one line per library. Broadcasts run in
-# place, as MPI_Bcast's one buffer does. Each round notes how far apart CPUs 0 and 1 were
-# (a cache line's round trip) before, between and after the two, which take turns going first.
+# place, as MPI_Bcast's one buffer does. gyre and the peers take turns block by block (one
+# rank count and collective), each block noting how far apart CPUs 0 and 1 were (a cache
+# line's round trip) before and after each side, and counting the blocks where both met the
+# same placement.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
 # bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
 # use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
@@ -32,7 +34,7 @@ while getopts "r:s:p:k:t:l:o:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
     t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
@@ -59,49 +61,57 @@ gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 placement_build "$out"
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
-run_peers() {  # round
-  "$peers/run.sh" $install -r "$ranks" -s "$sizes" -p "$ops" -l "$peerlist" -t 0.5 -o "$out/peers_$1" \
-    >"$out/peers_$1.log" 2>&1 || echo "# warning: peer run $1 failed (see $out/peers_$1.log)"
+# One block: one rank count and collective, every size, each library in turn.
+run_peers() {  # round n op
+  "$peers/run.sh" $install -r "$2" -s "$sizes" -p "$3" -l "$peerlist" -t 0.5 \
+    -o "$out/peers_$1_$3_n$2" >"$out/peers_$1_$3_n$2.log" 2>&1 ||
+    echo "# warning: peer run $1 ($3, n=$2) failed (see $out/peers_$1_$3_n$2.log)"
 }
-run_gyre() {  # round
-  local t n op s b ceiling_cc
+run_gyre() {  # round n op
+  local t s b ceiling_cc n=$2 op=$3
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
       auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
     esac
-    for n in ${ranks//,/ }; do
-      for op in ${ops//,/ }; do
-        for s in ${sizes//,/ }; do
-          b=$(bytes "$s")
-          # Timed for as long as the peers' rows (their -t).
-          GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
-            "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" --seconds 0.5 -w 3 ${GYRE_BENCH_ARGS:-} \
-            >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
-          if [ "$t" = tcp ]; then
-            "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
-              ${ceiling_cc:+--congestion "$ceiling_cc"} \
-              >>"$out/ceiling_${op}_n${n}_$1.txt" 2>&1
-          fi
-        done
-      done
+    for s in ${sizes//,/ }; do
+      b=$(bytes "$s")
+      # Timed for as long as the peers' rows (their -t).
+      GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
+        "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" --seconds 0.5 -w 3 ${GYRE_BENCH_ARGS:-} \
+        >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
+      if [ "$t" = tcp ]; then
+        "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
+          ${ceiling_cc:+--congestion "$ceiling_cc"} \
+          >>"$out/ceiling_${op}_n${n}_$1.txt" 2>&1
+      fi
     done
   done
 }
+# The two sides take turns block by block (a rank count and a collective), not round by
+# round, so each meets the placement the other measured in, a minute apart rather than many:
+# here the host moves the CPUs every few tens of seconds to minutes (performance.md).
+: >"$out/placement.txt"
+block=0
 for k in $(seq "$repeats"); do
-  # The first run lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
-  install=-n
-  [ "$k" = 1 ] && install=""
-  # The peers go first in odd rounds, gyre in even ones: whichever follows always meets the
-  # placement the other left behind.
-  order=(peers gyre)
-  ((k % 2)) || order=(gyre peers)
-  placement="round $k:"
-  for who in "${order[@]}"; do
-    placement="$placement before ${who/peers/the peers} $(round_trip) ns,"
-    "run_$who" "$k"
+  for n in ${ranks//,/ }; do
+    for op in ${ops//,/ }; do
+      # The first block lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
+      install=-n
+      [ "$block" = 0 ] && install=""
+      # The peers go first in odd blocks, gyre in even ones: whichever follows always meets the
+      # placement the other left behind.
+      order=(peers gyre)
+      ((block % 2)) && order=(gyre peers)
+      line="round $k, $op n=$n:"
+      for who in "${order[@]}"; do
+        before=$(round_trip)
+        "run_$who" "$k" "$n" "$op"
+        line="$line ${who/peers/the peers} $before-$(round_trip) ns;"
+      done
+      echo "${line%;}" >>"$out/placement.txt"
+      block=$((block + 1))
+    done
   done
-  placement="$placement after ${who/peers/the peers} $(round_trip) ns"
-  echo "$placement" >>"$out/placement.txt"
 done
 
 # Rows: "lib op n size busbw time" from every run.
@@ -179,9 +189,20 @@ awk -v header="$header" -v runs="$repeats" '
       }
     }
   }' "$out/medians.txt" | tee "$out/tables.md"
-if [ -f "$out/placement.txt" ]; then
-  { echo; echo "CPUs 0 and 1, a cache line's round trip (about 70-85 ns close, 360-370 ns far apart here):"
-    sed 's/^/- /' "$out/placement.txt"; } | tee -a "$out/tables.md"
+if [ -s "$out/placement.txt" ]; then
+  { echo; echo "CPUs 0 and 1, a cache line's round trip before-after each side (about 70-120 ns close, 400-570 ns far apart here):"
+    sed 's/^/- /' "$out/placement.txt"
+    # A side is close where both its probes read under 150 ns, far where both read over 250.
+    awk '
+      function where(r,   a) { split(r, a, "-"); if (a[1] == "?" || a[2] == "?") return "?"
+        return (a[1] < 150 && a[2] < 150) ? "close" : (a[1] > 250 && a[2] > 250) ? "far" : "moved" }
+      { g = p = ""
+        for (i = 1; i <= NF; i++) { if ($i == "gyre") g = where($(i + 1)); if ($i == "peers") p = where($(i + 1)) }
+        total++; if (g == p && g != "moved" && g != "?") same++
+        count[g " / " p]++ }
+      END { printf "\nBlocks where gyre and the peers met the same placement: %d of %d (gyre / peers:", same, total
+            for (c in count) printf " %s %d,", c, count[c]; print ")" }' "$out/placement.txt"
+  } | tee -a "$out/tables.md"
 fi
 
 # Plots: one busbw plot and one small-message time plot per collective and rank count.
