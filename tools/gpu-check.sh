@@ -124,6 +124,8 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
     # Collectives as kernels over cuda_ipc links (the default between GPUs of one host), under
     # compute-sanitizer too, then staged through pinned host memory with each kind of wait.
     step "collectives on CUDA memory (cuda_ipc kernels)" "$full/tests/cuda_buffer_tests"
+    step "graph capture, timeouts and abort on CUDA memory (cuda_ipc kernels)" \
+      "$full/tests/cuda_failure_tests"
     if [ -x "$sanitizer" ]; then
       for tool in memcheck racecheck; do
         step "collectives over cuda_ipc under $tool" "$sanitizer" --tool $tool --error-exitcode 1 \
@@ -133,6 +135,8 @@ if step "build ($arch)" build && [ "$build_only" != 1 ]; then
     for wait in memop kernel; do
       step "collectives on CUDA memory (staged, $wait wait)" env GYRE_CUDA_IPC=0 \
         GYRE_CUDA_WAIT=$wait "$full/tests/cuda_buffer_tests"
+      step "graph capture, timeouts and abort on CUDA memory (staged, $wait wait)" env \
+        GYRE_CUDA_IPC=0 GYRE_CUDA_WAIT=$wait "$full/tests/cuda_failure_tests"
     done
     # All-reduce busbw over cuda_ipc, ranks as processes sharing this one GPU: without MPS their
     # kernels take turns on the GPU (time slices), so it runs again under a private MPS daemon

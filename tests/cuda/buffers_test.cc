@@ -5,9 +5,9 @@
 // run (printed; GYRE_TEST_SEED replays it) and chosen so that every result is exact in its
 // type, so results are compared bit for bit. Then stream order (a kernel writes the input
 // right before the call and another reads the output right after, ten calls deep with no
-// synchronization between), graph capture refused clearly, and a stream waiting on a peer
-// that never comes, or on an aborted communicator, let go with the error recorded. Without a
-// CUDA device the program exits 77 (ctest: skipped).
+// synchronization between), groups, two streams per rank, and the kinds of memory. Graph
+// capture and streams let go on failures: failures_test.cc. Without a CUDA device the program
+// exits 77 (ctest: skipped).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -16,191 +16,21 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gyre/gyre.h"
 #include "kernels/cuda/reduce.h"
-#include "runtime/api/api_internal.h"
-#include "runtime/core/communicator.h"
+#include "tests/cuda/buffers_harness.h"
 #include "tests/cuda/device.h"
 #include "tests/harness/reference.h"
-#include "tests/harness/thread_ranks.h"
 
 using namespace std::chrono_literals;
-using gyre::DataType;
-using gyre::RedOp;
+using namespace gyre::test::gpu;
 
 namespace {
-
-uint64_t gSeed = 0;
-constexpr unsigned char kPoison = 0xA5;
-
-#define OK(call) REQUIRE_MESSAGE((call) == gyreSuccess, std::string(gyreGetLastError(nullptr)))
-#define CUDA_OK(call) REQUIRE_MESSAGE((call) == cudaSuccess, #call)
-
-// Device buffers whose rank is done with them: freed only once every rank's thread is (Job::run),
-// since cudaFree synchronizes the whole device. In one process that waits for every other
-// rank's stream, which may wait for a host flag that rank's worker sets only once the driver
-// lock cudaFree holds is free (a reduce's non-root returns before its root, docs/cuda.md).
-std::mutex gUnfreedMutex;
-std::vector<void*> gUnfreed;
-void freeUnfreed() {
-  std::lock_guard lock(gUnfreedMutex);
-  for (void* p : gUnfreed) cudaFree(p);
-  gUnfreed.clear();
-}
-
-// A device buffer, poisoned when made. Its copies synchronize the legacy default stream only:
-// a device-wide synchronization in one rank's thread would wait for another rank's stream,
-// which may be waiting for this rank's next call (docs/cuda.md).
-struct DeviceBuffer {
-  void* p = nullptr;
-  size_t bytes = 0;
-  explicit DeviceBuffer(size_t b) : bytes(b) {
-    CUDA_OK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
-    poison();
-  }
-  ~DeviceBuffer() {
-    std::lock_guard lock(gUnfreedMutex);
-    gUnfreed.push_back(p);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void poison() {
-    CUDA_OK(cudaMemset(p, kPoison, bytes));
-    CUDA_OK(cudaStreamSynchronize(nullptr));
-  }
-  void upload(const std::vector<unsigned char>& host) {
-    REQUIRE(host.size() <= bytes);
-    CUDA_OK(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaStreamSynchronize(nullptr));
-  }
-  std::vector<unsigned char> download() const {
-    std::vector<unsigned char> host(bytes);
-    CUDA_OK(cudaMemcpy(host.data(), p, bytes, cudaMemcpyDeviceToHost));
-    return host;
-  }
-  char* at(size_t offset) const { return static_cast<char*>(p) + offset; }
-};
-
-// One non-blocking stream per rank, made once: streams share the device's hardware queues
-// (CUDA_DEVICE_MAX_CONNECTIONS, set to 32 in main), and a rank's stream waiting for the host
-// must not sit in a queue ahead of another rank's copies (docs/cuda.md).
-cudaStream_t rankStream(int r) {
-  static cudaStream_t streams[4] = {};
-  REQUIRE(r < 4);
-  if (!streams[r]) CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
-  return streams[r];
-}
-
-// n communicators (the C API), one thread and one stream per rank.
-struct Job {
-  std::vector<gyreComm_t> comms;
-  std::vector<cudaStream_t> streams;
-  explicit Job(int n, int timeoutMs = 30000) : comms(n), streams(n) {
-    gyreUniqueId id;
-    REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
-    gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-    config.timeoutMs = timeoutMs;
-    config.slotBytes = 4096;  // several slices per call
-    config.nSlots = 4;
-    gyre::test::onThreads(n,
-                          [&](int r) { OK(gyreCommInitRankConfig(&comms[r], n, id, r, &config)); });
-    for (int r = 0; r < n; ++r) streams[size_t(r)] = rankStream(r);
-  }
-  ~Job() {
-    for (auto s : streams) cudaStreamSynchronize(s);
-    freeUnfreed();
-    for (auto c : comms)
-      if (c) gyreCommDestroy(c);
-  }
-  int size() const { return int(comms.size()); }
-  void run(const std::function<void(int)>& body) {
-    gyre::test::onThreads(size(), body);
-    for (auto s : streams) cudaStreamSynchronize(s);
-    freeUnfreed();
-  }
-};
-
-// The bytes rank `rank` contributes: `count` elements of data's global indices from `first`.
-std::vector<unsigned char> inputOf(const gyre::test::Data& data, int rank, size_t first,
-                                   size_t count) {
-  std::vector<unsigned char> out(count * gyre::dataTypeSize(data.type));
-  for (size_t i = 0; i < count; ++i) data.input(out.data(), i, rank, first + i);
-  return out;
-}
-std::vector<unsigned char> expectedOf(const gyre::test::Data& data, size_t first, size_t count,
-                                      int only = -1) {
-  std::vector<unsigned char> out(count * gyre::dataTypeSize(data.type));
-  for (size_t i = 0; i < count; ++i) data.expected(out.data(), i, first + i, only);
-  return out;
-}
-
-// `got` at byte `offset` equals `want`.
-void checkBytes(const std::vector<unsigned char>& got, size_t offset,
-                const std::vector<unsigned char>& want, const std::string& what) {
-  REQUIRE(offset + want.size() <= got.size());
-  size_t wrong = 0, first = SIZE_MAX;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (got[offset + i] != want[i]) {
-      ++wrong;
-      if (first == SIZE_MAX) first = i;
-    }
-  }
-  CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " wrong bytes, the first at byte ", first, " (seed ",
-                gSeed, ")");
-}
-void checkPoison(const std::vector<unsigned char>& got, size_t offset, size_t bytes,
-                 const std::string& what) {
-  checkBytes(got, offset, std::vector<unsigned char>(bytes, kPoison), what + " (left untouched)");
-}
-
-// Ok, or the failure that poisoned `comm` (which every later call reports).
-std::string failureOf(gyreComm_t comm) {
-  gyreResult_t async = gyreInternalError;
-  if (gyreCommGetAsyncError(comm, &async) != gyreSuccess) return "no communicator";
-  if (async == gyreSuccess) return "ok";
-  gyreAllReduce(nullptr, nullptr, 0, gyreFloat32, gyreSum, comm, nullptr);
-  return gyreGetLastError(nullptr);
-}
-
-// Whether stream-ordered collectives of `comm` run as kernels over cuda_ipc links (set up by
-// its first collective), rather than staged through host memory (GYRE_CUDA_IPC=0).
-bool onIpcLinks(gyreComm_t comm) {
-  return gyre::api::commOf(comm).deviceLinkBytes() > 0;
-}
-bool ipcWanted() {
-  const char* v = std::getenv("GYRE_CUDA_IPC");
-  return !(v && std::string(v) == "0");
-}
-
-// One all-reduce on every rank: sets up the cuda_ipc links, which takes every rank.
-void warmUp(Job& job) {
-  job.run([&](int r) {
-    DeviceBuffer b(64 * 4);
-    OK(gyreAllReduce(b.p, b.p, 64, gyreFloat32, gyreSum, job.comms[r], job.streams[r]));
-    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
-    CHECK(onIpcLinks(job.comms[r]) == ipcWanted());
-  });
-}
-
-std::string name(const char* coll, int n, DataType type, RedOp op) {
-  return std::string(coll) + " n=" + std::to_string(n) + " " + gyre::dataTypeName(type) + " " +
-         gyre::redOpName(op);
-}
-
-gyreDataType_t c(DataType t) {
-  return gyreDataType_t(int(t));
-}
-gyreRedOp_t c(RedOp op) {
-  return gyreRedOp_t(int(op));
-}
 
 constexpr size_t kCount = 1031;  // elements per rank: a prime, several slots
 
@@ -431,120 +261,6 @@ TEST_CASE("a group of stream-ordered calls: fused all-reduces and a two-way exch
     CHECK(std::string(gyreGetLastError(nullptr)).find("mixes") != std::string::npos);
     CHECK(failureOf(comm) == "ok");
   });
-}
-
-// Over cuda_ipc links a collective is one kernel, which a graph captures like any other; the
-// staged path needs the host at run time and refuses.
-TEST_CASE(
-    "CUDA graph capture: kernels over cuda_ipc links are captured and replayed; staged "
-    "calls are refused and the communicator goes on") {
-  Job job(2);
-  warmUp(job);
-  const size_t count = 1000;
-  DeviceBuffer buf0(count * 4), buf1(count * 4);
-  DeviceBuffer* bufs[2] = {&buf0, &buf1};
-  const gyre::test::Data data{DataType::f32, RedOp::sum, 2, gSeed};
-  if (!ipcWanted()) {
-    cudaStream_t s0 = job.streams[0];
-    CUDA_OK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
-    const gyreResult_t refused =
-        gyreAllReduce(buf0.p, buf0.p, count, gyreFloat32, gyreSum, job.comms[0], s0);
-    const std::string message = gyreGetLastError(nullptr);
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamEndCapture(s0, &graph));
-    if (graph) cudaGraphDestroy(graph);
-    CHECK(refused == gyreInvalidUsage);
-    CHECK_MESSAGE(message.find("captured into a CUDA graph") != std::string::npos, message);
-  } else {
-    // Each rank captures out of place from its input into `bufs`, then replays twice.
-    DeviceBuffer in0(count * 4), in1(count * 4);
-    DeviceBuffer* ins[2] = {&in0, &in1};
-    job.run([&](int r) {
-      ins[r]->upload(inputOf(data, r, 0, count));
-      cudaStream_t s = job.streams[r];
-      CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      const gyreResult_t captured =
-          gyreAllReduce(ins[r]->p, bufs[r]->p, count, gyreFloat32, gyreSum, job.comms[r], s);
-      const std::string message = gyreGetLastError(nullptr);
-      cudaGraph_t graph = nullptr;
-      CUDA_OK(cudaStreamEndCapture(s, &graph));
-      REQUIRE_MESSAGE(captured == gyreSuccess, message);
-      cudaGraphExec_t exec = nullptr;
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int replay = 0; replay < 2; ++replay) {
-        CUDA_OK(cudaMemsetAsync(bufs[r]->p, kPoison, count * 4, s));
-        CUDA_OK(cudaGraphLaunch(exec, s));
-        CUDA_OK(cudaStreamSynchronize(s));
-        checkBytes(bufs[r]->download(), 0, expectedOf(data, 0, count), "graph replay");
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-    });
-  }
-  job.run([&](int r) {
-    bufs[r]->upload(inputOf(data, r, 0, count));
-    OK(gyreAllReduce(bufs[r]->p, bufs[r]->p, count, gyreFloat32, gyreSum, job.comms[r],
-                     job.streams[r]));
-    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
-    checkBytes(bufs[r]->download(), 0, expectedOf(data, 0, count), "after the capture");
-    CHECK(failureOf(job.comms[r]) == "ok");
-  });
-}
-
-TEST_CASE("a stream waiting on a peer that never calls is let go at the timeout, with the error") {
-  Job job(2, 1500);
-  warmUp(job);
-  const size_t count = 4096;
-  DeviceBuffer buf(count * 4);
-  const auto start = std::chrono::steady_clock::now();
-  OK(gyreAllReduce(buf.p, buf.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
-  CUDA_OK(cudaStreamSynchronize(job.streams[0]));  // rank 1 never calls
-  const auto waited = std::chrono::steady_clock::now() - start;
-  CHECK(waited >= 1400ms);
-  CHECK(waited < 20s);
-  gyreResult_t async = gyreSuccess;
-  OK(gyreCommGetAsyncError(job.comms[0], &async));
-  CHECK(async == gyreTimeout);
-  // The next call fails at once with the same cause.
-  CHECK(gyreAllReduce(buf.p, buf.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]) ==
-        gyreTimeout);
-  const std::string message = gyreGetLastError(nullptr);
-  CHECK_MESSAGE(message.find("rank 0") != std::string::npos, message);
-}
-
-TEST_CASE("gyreCommAbort lets a waiting stream go at once") {
-  Job job(2, 120000);
-  warmUp(job);
-  const size_t count = 4096;
-  DeviceBuffer buf(count * 4);
-  OK(gyreAllReduce(buf.p, buf.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
-  std::this_thread::sleep_for(200ms);
-  CHECK(cudaStreamQuery(job.streams[0]) == cudaErrorNotReady);  // still waiting for rank 1
-  const auto start = std::chrono::steady_clock::now();
-  OK(gyreCommAbort(job.comms[0]));
-  CUDA_OK(cudaStreamSynchronize(job.streams[0]));
-  CHECK(std::chrono::steady_clock::now() - start < 10s);
-  gyreResult_t async = gyreSuccess;
-  OK(gyreCommGetAsyncError(job.comms[0], &async));
-  CHECK(async == gyreAborted);
-}
-
-TEST_CASE("ranks in different collectives: the error says they disagree, within the timeout") {
-  Job job(2, 1500);
-  warmUp(job);
-  const size_t count = 4096;
-  DeviceBuffer a(count * 4 * 2), b(count * 4 * 2);
-  job.run([&](int r) {
-    if (r == 0) {
-      OK(gyreAllReduce(a.p, a.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
-    } else {
-      OK(gyreBroadcast(b.p, b.p, count, gyreFloat32, 1, job.comms[1], job.streams[1]));
-    }
-    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
-  });
-  std::string messages;
-  for (int r = 0; r < 2; ++r) messages += failureOf(job.comms[r]) + "\n";
-  CHECK_MESSAGE(messages.find("ranks disagree") != std::string::npos, messages);
 }
 
 TEST_CASE("calls alternating between two streams per rank run in issue order, exact") {
