@@ -164,10 +164,19 @@ bind)
     got=$(sed -n "s/^\[$r\] .*: //p" "$out")
     [ "$got" = "$allowed" ] || fail "--bind none: rank $r has '$got', expected $allowed"
   done
-  # More ranks than CPUs: the scheduler places them.
-  "$run" -n $((cpus + 1)) sh -c 'taskset -pc $$' >"$out" 2>&1 || fail "gyre-run -n $((cpus + 1)) exited $?"
-  got=$(sed -n 's/^\[0\] .*: //p' "$out")
-  [ "$got" = "$allowed" ] || fail "$((cpus + 1)) ranks on $cpus CPUs: rank 0 has '$got', expected $allowed"
+  # More ranks than CPUs: consecutive ranks share one CPU, the first and the last apart.
+  n=$((2 * cpus))
+  "$run" -n $n sh -c 'taskset -pc $$' >"$out" 2>&1 || fail "gyre-run -n $n exited $?"
+  first=$(sed -n 's/^\[0\] .*: //p' "$out")
+  second=$(sed -n 's/^\[1\] .*: //p' "$out")
+  last=$(sed -n "s/^\[$((n - 1))\] .*: //p" "$out")
+  if [ "$cpus" -ge 2 ]; then
+    case $first in *[,-]* | "") fail "$n ranks on $cpus CPUs: rank 0 has '$first', expected one CPU" ;; esac
+    [ "$first" = "$second" ] || fail "$n ranks on $cpus CPUs: ranks 0 and 1 on '$first' and '$second', expected one"
+    [ "$first" != "$last" ] || fail "$n ranks on $cpus CPUs: ranks 0 and $((n - 1)) both on '$first'"
+  else
+    [ "$first" = "$allowed" ] || fail "with one CPU rank 0 should keep $allowed, has '$first'"
+  fi
   ;;
 torch-env)
   # torch-style variables: rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.

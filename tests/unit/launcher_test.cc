@@ -15,9 +15,18 @@ TEST_CASE("gyre-run binds each rank to its own equal share of the CPUs it may us
   CHECK(rankCpus("auto", 2, {2, 5, 9, 11}) == Cpus{{2, 5}, {9, 11}});
 }
 
+TEST_CASE("with more ranks than CPUs, consecutive ranks share one CPU in even blocks") {
+  CHECK(rankCpus("auto", 4, {0, 1}) == Cpus{{0}, {0}, {1}, {1}});
+  CHECK(rankCpus("auto", 8, {0, 1}) == Cpus{{0}, {0}, {0}, {0}, {1}, {1}, {1}, {1}});
+  CHECK(rankCpus("auto", 3, {0, 1}) == Cpus{{0}, {0}, {1}});
+  CHECK(rankCpus("auto", 5, {0, 1, 2, 3}) == Cpus{{0}, {0}, {1}, {2}, {3}});
+  CHECK(rankCpus("auto", 4, {3, 7}) == Cpus{{3}, {3}, {7}, {7}});
+}
+
 TEST_CASE("gyre-run leaves placement alone where binding cannot help") {
   CHECK(rankCpus("auto", 1, {0, 1}).empty());        // one rank: nothing to separate
-  CHECK(rankCpus("auto", 4, {0, 1}).empty());        // more ranks than CPUs
+  CHECK(rankCpus("auto", 4, {0}).empty());           // one CPU: nothing to choose
   CHECK(rankCpus("none", 2, {0, 1, 2, 3}).empty());  // asked not to
+  CHECK(rankCpus("none", 4, {0, 1}).empty());
   CHECK(rankCpus("auto", 2, {}).empty());            // affinity unknown
 }

@@ -155,9 +155,16 @@ sigset_t handledSignals() {
 
 std::vector<std::vector<int>> rankCpus(const std::string& bind, int localRanks,
                                        const std::vector<int>& allowed) {
-  if (bind != "auto" || localRanks < 2 || size_t(localRanks) > allowed.size()) return {};
-  const size_t share = allowed.size() / size_t(localRanks);
+  if (bind != "auto" || localRanks < 2 || allowed.size() < 2) return {};
   std::vector<std::vector<int>> out(static_cast<size_t>(localRanks));
+  if (size_t(localRanks) > allowed.size()) {
+    // More ranks than CPUs: consecutive ranks share a CPU, in blocks as even as they go, so
+    // most hand-overs of a chain or ring stay on one CPU and the scheduler cannot move ranks
+    // onto each other's (docs/configuration.md: n = 4 and 8 on 2 CPUs).
+    for (size_t r = 0; r < out.size(); ++r) out[r] = {allowed[r * allowed.size() / out.size()]};
+    return out;
+  }
+  const size_t share = allowed.size() / size_t(localRanks);
   for (size_t r = 0; r < out.size(); ++r) {
     out[r].assign(allowed.begin() + long(r * share), allowed.begin() + long((r + 1) * share));
   }

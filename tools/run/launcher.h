@@ -23,7 +23,8 @@ struct LaunchOptions {
   bool prefixOutput = true;
   // "auto": where this machine's ranks do not outnumber the CPUs gyre-run may use, each rank
   // gets its own equal share of them (sched_setaffinity), so the scheduler cannot stack two
-  // ranks on one core while another idles; "none": ranks inherit gyre-run's CPUs.
+  // ranks on one core while another idles; where they do, consecutive ranks share one CPU in
+  // even blocks; "none": ranks inherit gyre-run's CPUs.
   std::string bind = "auto";
   std::vector<std::string> command;
 };

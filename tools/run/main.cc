@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-prefix", noPrefix, "do not prefix output lines with [rank]");
   app.add_option("--bind", o.bind,
                  "auto: give each rank its own share of the CPUs when there are at least as "
-                 "many CPUs as ranks here; none: leave placement to the scheduler")
+                 "many CPUs as ranks here, else consecutive ranks one CPU in even blocks; none: "
+                 "leave placement to the scheduler")
       ->check(CLI::IsMember({"auto", "none"}))
       ->capture_default_str();
   app.footer("After the options: the program to run and its arguments (use -- to separate).");
