@@ -9,15 +9,18 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gyre/gyre.h"
 #include "runtime/api/api_internal.h"
 #include "runtime/core/communicator.h"
+#include "tests/cuda/device.h"
 #include "tests/harness/reference.h"
 #include "tests/harness/thread_ranks.h"
 
@@ -188,6 +191,22 @@ inline gyreDataType_t c(DataType t) {
 }
 inline gyreRedOp_t c(RedOp op) {
   return gyreRedOp_t(int(op));
+}
+
+// The test program's main: exits 77 without a CUDA device, picks the seed (GYRE_TEST_SEED
+// replays it) and runs the test cases.
+inline int runTests(const char* what, int argc, char** argv) {
+  // Ranks as threads: a kernel loaded lazily at its first launch may wait for the whole device,
+  // including another rank's stream that waits for this rank (docs/cuda.md).
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gyre::test::exitUnlessCudaDevice();
+  const char* fixed = std::getenv("GYRE_TEST_SEED");
+  gSeed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
+  std::printf("%s, seed %llu (GYRE_TEST_SEED replays it)\n", what,
+              static_cast<unsigned long long>(gSeed));
+  doctest::Context context(argc, argv);
+  return context.run();
 }
 
 }  // namespace gyre::test::gpu

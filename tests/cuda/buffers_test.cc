@@ -14,17 +14,14 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gyre/gyre.h"
 #include "kernels/cuda/reduce.h"
 #include "tests/cuda/buffers_harness.h"
-#include "tests/cuda/device.h"
 #include "tests/harness/reference.h"
 
 using namespace std::chrono_literals;
@@ -363,15 +360,5 @@ TEST_CASE("pinned and managed memory with no stream are host memory: blocking ca
 }
 
 int main(int argc, char** argv) {
-  // Ranks as threads: a kernel loaded lazily at its first launch may wait for the whole device,
-  // including another rank's stream that waits for this rank (docs/cuda.md).
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  gyre::test::exitUnlessCudaDevice();
-  const char* fixed = std::getenv("GYRE_TEST_SEED");
-  gSeed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-  std::printf("cuda buffers test, seed %llu (GYRE_TEST_SEED replays it)\n",
-              static_cast<unsigned long long>(gSeed));
-  doctest::Context context(argc, argv);
-  return context.run();
+  return runTests("cuda buffers test", argc, argv);
 }

@@ -9,16 +9,13 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gyre/gyre.h"
 #include "tests/cuda/buffers_harness.h"
-#include "tests/cuda/device.h"
 
 using namespace std::chrono_literals;
 using namespace gyre::test::gpu;
@@ -138,15 +135,5 @@ TEST_CASE("ranks in different collectives: the error says they disagree, within 
 }
 
 int main(int argc, char** argv) {
-  // Ranks as threads: a kernel loaded lazily at its first launch may wait for the whole device,
-  // including another rank's stream that waits for this rank (docs/cuda.md).
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  gyre::test::exitUnlessCudaDevice();
-  const char* fixed = std::getenv("GYRE_TEST_SEED");
-  gSeed = fixed ? std::strtoull(fixed, nullptr, 10) : std::random_device{}();
-  std::printf("cuda failures test, seed %llu (GYRE_TEST_SEED replays it)\n",
-              static_cast<unsigned long long>(gSeed));
-  doctest::Context context(argc, argv);
-  return context.run();
+  return runTests("cuda failures test", argc, argv);
 }

@@ -28,5 +28,5 @@ TEST_CASE("gyre-run leaves placement alone where binding cannot help") {
   CHECK(rankCpus("auto", 4, {0}).empty());           // one CPU: nothing to choose
   CHECK(rankCpus("none", 2, {0, 1, 2, 3}).empty());  // asked not to
   CHECK(rankCpus("none", 4, {0, 1}).empty());
-  CHECK(rankCpus("auto", 2, {}).empty());            // affinity unknown
+  CHECK(rankCpus("auto", 2, {}).empty());  // affinity unknown
 }
