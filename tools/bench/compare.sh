@@ -91,7 +91,8 @@ run_gyre() {  # round n op
 # round, so each meets the placement the other measured in, a minute apart rather than many:
 # here the host moves the CPUs every few tens of seconds to minutes (performance.md).
 : >"$out/placement.txt"
-block=0
+block=0 same=0
+declare -A met  # "gyre's placement / the peers'" -> blocks
 for k in $(seq "$repeats"); do
   for n in ${ranks//,/ }; do
     for op in ${ops//,/ }; do
@@ -106,9 +107,13 @@ for k in $(seq "$repeats"); do
       for who in "${order[@]}"; do
         before=$(round_trip)
         "run_$who" "$k" "$n" "$op"
-        line="$line ${who/peers/the peers} $before-$(round_trip) ns;"
+        after=$(round_trip)
+        declare "place_$who=$(placement_of "$before" "$after")"
+        line="$line ${who/peers/the peers} $before-$after ns;"
       done
       echo "${line%;}" >>"$out/placement.txt"
+      met["$place_gyre / $place_peers"]=$((${met["$place_gyre / $place_peers"]:-0} + 1))
+      [ "$place_gyre" = "$place_peers" ] && [ "$place_gyre" != moved ] && same=$((same + 1))
       block=$((block + 1))
     done
   done
@@ -193,15 +198,10 @@ if [ -s "$out/placement.txt" ]; then
   { echo; echo "CPUs 0 and 1, a cache line's round trip before-after each side (about 70-120 ns close, 400-570 ns far apart here):"
     sed 's/^/- /' "$out/placement.txt"
     # A side is close where both its probes read under 150 ns, far where both read over 250.
-    awk '
-      function where(r,   a) { split(r, a, "-"); if (a[1] == "?" || a[2] == "?") return "?"
-        return (a[1] < 150 && a[2] < 150) ? "close" : (a[1] > 250 && a[2] > 250) ? "far" : "moved" }
-      { g = p = ""
-        for (i = 1; i <= NF; i++) { if ($i == "gyre") g = where($(i + 1)); if ($i == "peers") p = where($(i + 1)) }
-        total++; if (g == p && g != "moved" && g != "?") same++
-        count[g " / " p]++ }
-      END { printf "\nBlocks where gyre and the peers met the same placement: %d of %d (gyre / peers:", same, total
-            for (c in count) printf " %s %d,", c, count[c]; print ")" }' "$out/placement.txt"
+    printf "\nBlocks where gyre and the peers met the same placement: %d of %d (gyre / peers:" \
+      "$same" "$block"
+    for c in "${!met[@]}"; do printf " %s %d," "$c" "${met[$c]}"; done
+    echo ")"
   } | tee -a "$out/tables.md"
 fi
 

@@ -39,11 +39,6 @@ bytes() {
   case $u in K | k) echo $((v * 1024)) ;; M | m) echo $((v * 1048576)) ;; G | g) echo $((v * 1073741824)) ;; *) echo "$1" ;; esac
 }
 stolen() { awk '/^cpu / { print $9 }' /proc/stat; }  # ticks the host gave other guests
-placement() {  # round trips before and after a launch -> close, far or mixed
-  if [ "$1" != "?" ] && [ "$1" -lt 150 ] && [ "$2" -lt 150 ]; then echo close
-  elif [ "$1" != "?" ] && [ "$1" -gt 250 ] && [ "$2" -gt 250 ]; then echo far
-  else echo mixed; fi
-}
 gyre_op=$op
 case $op in allreduce) gyre_op=all_reduce ;; allgather) gyre_op=all_gather ;; esac
 flags=()
@@ -60,7 +55,7 @@ launch_mpi() {  # n k install
   "$peers/run.sh" $3 -r "$1" -s "$sizes" -p "$op" -l mpi_default -t 0.3 -o "$out/mpi_$1_$2" \
     >"$out/mpi_$1_$2.log" 2>&1 || { echo "Open MPI run failed: $out/mpi_$1_$2.log"; exit 1; }
   after=$(round_trip) mpi_steal=$(($(stolen) - steal0))
-  awk -v n="$1" -v k="$2" -v p="$(placement "$before" "$after")" -v s="$mpi_steal" \
+  awk -v n="$1" -v k="$2" -v p="$(placement_of "$before" "$after")" -v s="$mpi_steal" \
     '/^ *[0-9]/ {print "mpi", n, k, $1, $6, p, s}' "$out/mpi_$1_$2"/*_n"$1".txt >>"$out/rows.txt"
   mpi_place="$before/$after"
 }
@@ -75,7 +70,7 @@ launch_gyre() {  # n k (install, unused)
       { echo "gyre-bench failed: $out/gyre_$1_$2_$b.txt"; exit 1; }
   done
   after=$(round_trip) gyre_steal=$(($(stolen) - steal0))
-  place=$(placement "$before" "$after")
+  place=$(placement_of "$before" "$after")
   for b in $list; do
     awk -v n="$1" -v k="$2" -v p="$place" -v s="$gyre_steal" '$1 ~ /^[0-9]+$/ && NF >= 9 {
       if ($NF != 0) { print "WRONG RESULTS: " $0 > "/dev/stderr"; exit 1 }
