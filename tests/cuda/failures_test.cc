@@ -105,6 +105,8 @@ TEST_CASE("gyreCommAbort lets a waiting stream go at once") {
   const size_t count = 4096;
   DeviceBuffer buf(count * 4);
   OK(gyreAllReduce(buf.p, buf.p, count, gyreFloat32, gyreSum, job.comms[0], job.streams[0]));
+  // Rank 1 never calls, so no event says the stream has reached its wait: 200 ms lets it get
+  // there, so that the abort meets a waiting stream (one that had not would pass all the same).
   std::this_thread::sleep_for(200ms);
   CHECK(cudaStreamQuery(job.streams[0]) == cudaErrorNotReady);  // still waiting for rank 1
   const auto start = std::chrono::steady_clock::now();
