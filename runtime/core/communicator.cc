@@ -56,14 +56,23 @@ std::string interfaceAddress(const std::string& ifname) {
 // Cores per host: the CPUs its ranks may use together, and how many ranks share them.
 struct HostCores {
   std::set<int> cpus;
+  std::set<std::vector<int>> blocks;  // the distinct CPU sets its ranks may run on
   int ranks = 0;
   bool coreForEveryRank() const { return ranks <= std::max<int>(1, int(cpus.size())); }
+  // Every rank held on CPUs that only the ranks of its block share (gyre-run --bind auto),
+  // so the scheduler never moves one onto another block's CPU.
+  bool pinnedInBlocks() const {
+    size_t inBlocks = 0;
+    for (const auto& b : blocks) inBlocks += b.size();
+    return blocks.size() > 1 && inBlocks == cpus.size();  // disjoint: no CPU in two blocks
+  }
 };
 std::map<std::string, HostCores> coresByHost(const std::vector<PeerInfo>& peers) {
   std::map<std::string, HostCores> hosts;
   for (const auto& p : peers) {
     auto& h = hosts[p.hostId];
     h.cpus.insert(p.cpus.begin(), p.cpus.end());
+    h.blocks.insert(p.cpus);
     ++h.ranks;
   }
   return hosts;
@@ -280,9 +289,11 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
     hostBlocks = hostIndex.at(peers[r].hostId) == r / perHost;
   }
   const int cores = coresPerRank(peers);
-  const LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
-                           : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
-                                        : Tuner::tcpLoopback(cores, ranksHaveCores);
+  LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
+                     : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
+                                  : Tuner::tcpLoopback(cores, ranksHaveCores);
+  ranksPinned = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
+  if (ranksPinned) slowest = Tuner::pinnedInBlocks(slowest);
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
   if (hostBlocks) {
@@ -326,8 +337,9 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
     GYRE_LOG(info, who() + " of " + std::to_string(config.nranks) + ": ready, listening on " +
                        transports->address(self) + "; cpus " + formatCpuList(self.cpus) +
                        ", waiters poll " + (spinBudget ? "50-" : "") + std::to_string(spinUs) +
-                       " us" + (busy.yield ? " yielding" : "") + "; " + reached +
-                       ", rings per call: " + rings);
+                       " us" + (busy.yield ? " yielding" : "") +
+                       (ranksPinned ? " (ranks share cores, pinned in blocks)" : "") + "; " +
+                       reached + ", rings per call: " + rings);
   }
 }
 

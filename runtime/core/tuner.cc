@@ -66,14 +66,17 @@ constexpr size_t kDirectCopyFarFromBytes = 64 << 10;
 // Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
 // at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
 constexpr double kShmSleepingWholeBufferStep = 2.2;
-// There a tree's inner ranks feed two children from a core they share, while the chain's ranks
-// each pass one slot on (n = 4 and 8 on 2 cores, docs/tuning.md): over shared memory the
-// chain's reduce beat the tree's from 4 KiB up and its broadcast below 32 KiB; over tcp its
-// broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
+// There, with the scheduler placing the ranks, a tree's inner ranks feed two children from a
+// core they share, while the chain's ranks each pass one slot on (n = 4 and 8 on 2 cores,
+// docs/tuning.md): over shared memory the chain's broadcast beat the tree's below 32 KiB; over tcp
+// its broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
 // from 4 MiB the two were even), while the tree's reduce kept up below 256 KiB (from there the
 // chain's was 1.12-1.40 times faster at n = 8 in most runs; its root's core takes each child's
 // buffer: treeReduceRootPerChild, which alone put the crossing at n = 8 near 320 KiB).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
+// Over shared memory the tree's reduce later caught up below 256 KiB (2026-11-27, floating
+// ranks: 1.01-1.25 times faster than the chain from 64 B to 32 KiB in two runs at n = 4 and 8).
+constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
 constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
@@ -210,9 +213,17 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.slotsStreamed = streamed;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
-    cost.chainReducesFrom = 0;
+    cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
   }
   return cost;
+}
+
+LinkCost Tuner::pinnedInBlocks(LinkCost shared) {
+  shared.treeBroadcastFrom = 0;
+  shared.chainReducesFrom = SIZE_MAX;
+  shared.treeReduceRootPerChild = false;
+  shared.chainsWaitForCores = true;
+  return shared;
 }
 
 void Tuner::setLink(LinkCost link) {
@@ -392,6 +403,10 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
   }
   if (a == Algorithm::oneshot && coll == Collective::reduce &&
       windowPostersStall(link_, coll, bytes)) {
+    return false;
+  }
+  if (a == Algorithm::ring && link_.chainsWaitForCores &&
+      (coll == Collective::broadcast || coll == Collective::reduce)) {
     return false;
   }
   if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {

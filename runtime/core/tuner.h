@@ -45,11 +45,16 @@ struct LinkCost {
   // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores, and the
   // link is priced so (OpContext::streamSlots follows this).
   bool slotsStreamed = false;
-  // Where ranks share cores a tree's inner ranks feed two children from a shared core while
-  // a chain's ranks each pass one slot on: broadcasts below `treeBroadcastFrom` and reduces
-  // from `chainReducesFrom` go down the chain (measured per link kind, docs/tuning.md).
+  // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
+  // children from a shared core while a chain's ranks each pass one slot on: broadcasts below
+  // `treeBroadcastFrom` and reduces from `chainReducesFrom` go down the chain (measured per
+  // link kind, docs/tuning.md).
   size_t treeBroadcastFrom = 0;
   size_t chainReducesFrom = SIZE_MAX;
+  // Ranks that share cores but are each held on CPUs of their block (pinned): a chain's
+  // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
+  // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
+  bool chainsWaitForCores = false;
 };
 
 struct Choice {
@@ -88,6 +93,9 @@ class Tuner {
   // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
   // default 10; docs/tuning.md).
   static LinkCost tcpNetwork(int coresPerRank = 1, double gbits = 10);
+  // `shared` (a link where ranks share cores) for ranks that are pinned to CPUs of their own
+  // block of ranks (gyre-run --bind auto), not placed by the scheduler.
+  static LinkCost pinnedInBlocks(LinkCost shared);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with

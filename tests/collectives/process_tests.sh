@@ -174,6 +174,16 @@ bind)
     case $first in *[,-]* | "") fail "$n ranks on $cpus CPUs: rank 0 has '$first', expected one CPU" ;; esac
     [ "$first" = "$second" ] || fail "$n ranks on $cpus CPUs: ranks 0 and 1 on '$first' and '$second', expected one"
     [ "$first" != "$last" ] || fail "$n ranks on $cpus CPUs: ranks 0 and $((n - 1)) both on '$first'"
+    # The communicator sees the blocks (its tuner then sends broadcasts and reduces down trees),
+    # and sees none where the scheduler places the ranks.
+    GYRE_DEBUG=INFO "$run" -n $n "$walk" >"$out" 2>&1 || fail "walkthrough, $n ranks bound, exited $?"
+    for r in 0 $((n - 1)); do
+      grep -qE "^\[$r\] .*rank $r of $n: ready.*\(ranks share cores, pinned in blocks\)" "$out" ||
+        fail "$n ranks bound in blocks: rank $r's communicator did not see its ranks pinned"
+    done
+    GYRE_DEBUG=INFO "$run" -n $n --bind none "$walk" >"$out" 2>&1 || fail "walkthrough, $n ranks unbound, exited $?"
+    grep -qE "rank 0 of $n: ready" "$out" || fail "$n ranks unbound: rank 0 logged no set-up"
+    ! grep -q "pinned in blocks" "$out" || fail "$n ranks unbound: a communicator took them for pinned"
   else
     [ "$first" = "$allowed" ] || fail "with one CPU rank 0 should keep $allowed, has '$first'"
   fi

@@ -7,17 +7,18 @@
 # the median of their medians. Prints markdown tables with the pick, pick/best and tuned/best,
 # then how many rows of each are within 10 % of the best.
 #   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS]
-#                              [-p PROCS] [-c COLLS]
+#                              [-p PROCS] [-c COLLS] [-B auto|none]
+# -B: gyre-run's --bind (auto, the default, binds ranks that outnumber the CPUs in blocks).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${GYRE_BIN:-$here/../../build/tools}
 ranks=2,4,8 minb=8 maxb=16M factor=8 iters=20 rounds=5 procs=1
-colls=all_reduce,all_gather,broadcast,reduce
-while getopts "r:b:e:f:n:k:p:c:h" opt; do
+colls=all_reduce,all_gather,broadcast,reduce bind=auto
+while getopts "r:b:e:f:n:k:p:c:B:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; f) factor=$OPTARG ;;
-    n) iters=$OPTARG ;; k) rounds=$OPTARG ;; p) procs=$OPTARG ;; c) colls=$OPTARG ;;
-    *) sed -n '2,10p' "$0"; exit 0 ;;
+    n) iters=$OPTARG ;; k) rounds=$OPTARG ;; p) procs=$OPTARG ;; c) colls=$OPTARG ;; B) bind=$OPTARG ;;
+    *) sed -n '2,11p' "$0"; exit 0 ;;
   esac
 done
 algos_of() {
@@ -30,7 +31,7 @@ algos_of() {
 }
 echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
   "$iters iterations, then the median over $procs process(es); $(date -u +%F), $(nproc) cores," \
-  "transport ${GYRE_TRANSPORT:-auto}"
+  "transport ${GYRE_TRANSPORT:-auto}, gyre-run --bind $bind"
 echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the last one logged where a probe" \
   "during calls swapped its pricing); pick/best: that algorithm's time over" \
   "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
@@ -50,7 +51,7 @@ for n in ${ranks//,/ }; do
     : >"$work/trips"
     : >"$work/moves"
     for ((p = 0; p < procs; p++)); do
-      GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --no-prefix "$bin/gyre-bench" "$coll" \
+      GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --bind "$bind" --no-prefix "$bin/gyre-bench" "$coll" \
         --algos "$algos,tuned" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
         --rounds "$rounds" 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
       grep -v '^#' "$work/out" >>"$work/rows"
