@@ -14,7 +14,7 @@
 # use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
-#                               [-l PEERS] [-o DIR]
+#                               [-l PEERS] [-o DIR] [-R]
 #   -r RANKS       rank counts                          (default 2,4)
 #   -s SIZES       message sizes                        (default 8,64K,1M,16M,256M)
 #   -p OPS         allreduce,allgather,broadcast        (default allreduce)
@@ -22,6 +22,7 @@
 #   -t TRANSPORTS  gyre transports: shm,tcp              (default both)
 #   -l PEERS       gloo,mpi_tcp,mpi_default             (default all three)
 #   -o DIR         logs, rows.txt, tables.md and plots/  (default a fresh temporary folder)
+#   -R             measure nothing: the tables and plots again from DIR's logs (with -o, -k)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers),
 #              GYRE_BENCH_ARGS (extra gyre-bench flags).
 set -euo pipefail
@@ -29,14 +30,17 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
 ranks=2,4 sizes=8,64K,1M,16M,256M ops=allreduce repeats=3 transports=shm,tcp
-peerlist=gloo,mpi_tcp,mpi_default out=""
-while getopts "r:s:p:k:t:l:o:h" opt; do
+peerlist=gloo,mpi_tcp,mpi_default out="" render_only=0
+while getopts "r:s:p:k:t:l:o:Rh" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
-    t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;; R) render_only=1 ;;
+    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
+if ((render_only)); then
+  [ -n "$out" ] && [ -f "$out/placement.txt" ] || { echo "-R needs -o DIR of a finished run"; exit 2; }
+fi
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
 mkdir -p "$out"
 [ -x "$build/tools/gyre-bench" ] || { echo "build gyre first (cmake --build $build)"; exit 1; }
@@ -60,6 +64,7 @@ gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 . "$here/tools/bench/placement.sh"
 placement_build "$out"
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
+((render_only)) && header="gyre vs peers, $(date -u -r "$out/placement.txt" '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
 # One block: one rank count and collective, every size, each library in turn.
 run_peers() {  # round n op
@@ -90,10 +95,10 @@ run_gyre() {  # round n op
 # The two sides take turns block by block (a rank count and a collective), not round by
 # round, so each meets the placement the other measured in, a minute apart rather than many:
 # here the host moves the CPUs every few tens of seconds to minutes (performance.md).
-: >"$out/placement.txt"
-block=0 same=0
-declare -A met  # "gyre's placement / the peers'" -> blocks
+((render_only)) || : >"$out/placement.txt"
+block=0
 for k in $(seq "$repeats"); do
+  ((render_only)) && break
   for n in ${ranks//,/ }; do
     for op in ${ops//,/ }; do
       # The first block lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
@@ -112,12 +117,21 @@ for k in $(seq "$repeats"); do
         line="$line ${who/peers/the peers} $before-$after ns;"
       done
       echo "${line%;}" >>"$out/placement.txt"
-      met["$place_gyre / $place_peers"]=$((${met["$place_gyre / $place_peers"]:-0} + 1))
-      [ "$place_gyre" = "$place_peers" ] && [ "$place_gyre" != moved ] && same=$((same + 1))
       block=$((block + 1))
     done
   done
 done
+# Each block's placement on either side, from its line: "... gyre B-A ns; the peers B-A ns".
+block=0 same=0
+declare -A met  # "gyre's placement / the peers'" -> blocks
+while IFS= read -r line; do
+  trips() { sed -E "s/.*$1 ([0-9?]+)-([0-9?]+) ns.*/\1 \2/" <<<"$line"; }
+  place_gyre=$(placement_of $(trips gyre))
+  place_peers=$(placement_of $(trips "the peers"))
+  met["$place_gyre / $place_peers"]=$((${met["$place_gyre / $place_peers"]:-0} + 1))
+  [ "$place_gyre" = "$place_peers" ] && [ "$place_gyre" != moved ] && same=$((same + 1))
+  block=$((block + 1))
+done <"$out/placement.txt"
 
 # Rows: "lib op n size busbw time" from every run.
 {
