@@ -79,7 +79,7 @@ class SpinBudget {
 // where set) and whether it yields the core between polls (ranks outnumber cores: the rank
 // waited for may need this one). Where each rank has a core it polls back to back: yielding
 // hands the core to any other runnable thread for a whole time slice, and sleeping makes the
-// peer's wake-up an interrupt to an idle CPU (performance.md, "the slow mode").
+// peer's wake-up an interrupt to an idle CPU (docs/perf/placement.md, "the slow mode").
 struct BusyPhase {
   Clock::duration spin{};
   bool yield = false;

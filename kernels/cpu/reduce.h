@@ -10,7 +10,7 @@ namespace gyre::cpu {
 
 // Which destinations get streaming (non-temporal) stores, whose lines go to memory rather than
 // into this CPU's cache: for a slot that a CPU far from this one reads next, which then pulls it
-// from memory instead of from this CPU's cache (docs/performance.md). Both kernels end with the
+// from memory instead of from this CPU's cache (docs/perf/run_to_run.md). Both kernels end with the
 // streamed stores ordered before any later store (a publish).
 struct Stores {
   bool dst = false;

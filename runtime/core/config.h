@@ -37,7 +37,7 @@ struct CommConfig {
   std::chrono::microseconds placementProbe{std::chrono::milliseconds(10)};
   // GYRE_SLOT_STORES: how a rank fills the shared-memory slots a peer reads: auto (streaming
   // stores while the placement probe finds the CPUs of ranks 0 and 1 far apart, else cached),
-  // cached or streaming (docs/performance.md).
+  // cached or streaming (docs/perf/run_to_run.md).
   enum class SlotStores { automatic, cached, streaming } slotStores = SlotStores::automatic;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;

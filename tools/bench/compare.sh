@@ -60,7 +60,7 @@ gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather 
 gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 
 # Where CPUs 0 and 1 are, each round: copies through shared memory slow down several times
-# while a virtual machine's CPUs sit far apart (performance.md).
+# while a virtual machine's CPUs sit far apart (docs/perf/placement.md).
 . "$here/tools/bench/placement.sh"
 placement_build "$out"
 header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
@@ -94,7 +94,7 @@ run_gyre() {  # round n op
 }
 # The two sides take turns block by block (a rank count and a collective), not round by
 # round, so each meets the placement the other measured in, a minute apart rather than many:
-# here the host moves the CPUs every few tens of seconds to minutes (performance.md).
+# here the host moves the CPUs every few tens of seconds to minutes (docs/perf/run_to_run.md).
 ((render_only)) || : >"$out/placement.txt"
 block=0
 for k in $(seq "$repeats"); do

@@ -1,6 +1,6 @@
 # Sourced by the bench scripts. How far apart CPUs 0 and 1 are now: a cache line's round trip
 # between them (line_pingpong.c), which on a virtual machine changes as the host moves its CPUs
-# and slows every copy through shared memory with it (docs/performance.md).
+# and slows every copy through shared memory with it (docs/perf/placement.md).
 #   placement_build DIR   builds the probe into DIR
 #   round_trip            prints the round trip in ns, or ? where the probe cannot run
 #   placement_of B A      close, far or moved from round trips before and after a run

@@ -2,7 +2,7 @@
 // A producer on CPU 0 copies 64 MiB in 64 KiB pieces into a ring of 8 slots, a consumer on
 // CPU 1 copies each slot out, as a shared-memory link's two ends do. Each round times the
 // producer's fill with memcpy and with AVX2 streaming stores (twice each, alternated). Where the
-// CPUs sit, run the placement probe around it (docs/performance.md, "Launches as long as the
+// CPUs sit, run the placement probe around it (docs/perf/run_to_run.md, "Launches as long as the
 // peers'"):
 //   cc -O2 -mavx2 -pthread -o /tmp/slot_stores tools/bench/slot_stores.c
 //   . tools/bench/placement.sh && placement_build /tmp

@@ -294,8 +294,9 @@ std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int chan
 // BBR, the default on many machines, paces a connection at the bandwidth it last measured. A
 // collective's traffic comes in bursts with pauses between, which leaves that estimate low:
 // over loopback half the connections ran paced at 32-40 % of the unpaced speed
-// (docs/performance.md). Between ranks of one host nothing needs pacing, so "auto" picks a
-// window-based algorithm there and leaves connections to other hosts as the system has them.
+// (docs/perf/earlier_comparisons.md). Between ranks of one host nothing needs pacing, so "auto"
+// picks a window-based algorithm there and leaves connections to other hosts as the system has
+// them.
 void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
   const std::string& wanted = config_.tcpCongestion;
   if (wanted == "system") return;
