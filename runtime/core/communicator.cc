@@ -63,7 +63,10 @@ struct HostCores {
   // so the scheduler never moves one onto another block's CPU.
   bool pinnedInBlocks() const {
     size_t inBlocks = 0;
-    for (const auto& b : blocks) inBlocks += b.size();
+    for (const auto& b : blocks) {
+      if (b.empty()) return false;  // a rank whose CPUs are unknown
+      inBlocks += b.size();
+    }
     return blocks.size() > 1 && inBlocks == cpus.size();  // disjoint: no CPU in two blocks
   }
 };
