@@ -172,19 +172,22 @@ void prewarm(Run& run) {
   for (int i = 0; i < 64; ++i) run.barrier();  // the barrier may ride links of its own
 }
 
-// The timed iterations that take about `seconds` at this row's pace: batches of calls, eight
-// times longer each, until one lasts a millisecond on the slowest rank, whose pace every rank
-// then uses, so all run the same count. At least 5, as the peer benchmarks' minimum of 3 to 20.
+// The timed iterations that take about `seconds` at this row's pace: batches of calls, four
+// times longer each, until one lasts a twentieth of `seconds` (at least a millisecond) on the
+// slowest rank, whose pace every rank then uses, so all run the same count. A short batch
+// misjudges a pace that settles after the first calls (an emulated rdma device's: 8 calls at
+// 150 us, then 30 us each). At least 5, as the peer benchmarks' minimum of 3 to 20.
 int itersFor(Run& run, double seconds) {
   constexpr int kMaxIters = 1 << 22;
-  for (int batch = 1;; batch *= 8) {
+  const double enough = std::max(1e-3, seconds / 20);
+  for (int batch = 1;; batch *= 4) {
     run.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < batch; ++i) run.once();
     run.finish();
     const double elapsed = run.maxOverRanks(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (elapsed >= 1e-3 || batch >= kMaxIters / 8) {
+    if (elapsed >= enough || batch >= kMaxIters / 4) {
       return int(std::clamp(std::ceil(seconds / elapsed * batch), 5.0, double(kMaxIters)));
     }
   }
