@@ -95,10 +95,10 @@ run_gyre() {  # round n op
 # The two sides take turns block by block (a rank count and a collective), not round by
 # round, so each meets the placement the other measured in, a minute apart rather than many:
 # here the host moves the CPUs every few tens of seconds to minutes (docs/perf/run_to_run.md).
-((render_only)) || : >"$out/placement.txt"
+rounds=$repeats
+((render_only)) && rounds=0 || : >"$out/placement.txt"
 block=0
-for k in $(seq "$repeats"); do
-  ((render_only)) && break
+for k in $(seq "$rounds"); do
   for n in ${ranks//,/ }; do
     for op in ${ops//,/ }; do
       # The first block lets the kit apt-get what it lacks (Open MPI, Gloo); later ones need not look.
@@ -112,9 +112,7 @@ for k in $(seq "$repeats"); do
       for who in "${order[@]}"; do
         before=$(round_trip)
         "run_$who" "$k" "$n" "$op"
-        after=$(round_trip)
-        declare "place_$who=$(placement_of "$before" "$after")"
-        line="$line ${who/peers/the peers} $before-$after ns;"
+        line="$line ${who/peers/the peers} $before-$(round_trip) ns;"
       done
       echo "${line%;}" >>"$out/placement.txt"
       block=$((block + 1))
@@ -122,12 +120,12 @@ for k in $(seq "$repeats"); do
   done
 done
 # Each block's placement on either side, from its line: "... gyre B-A ns; the peers B-A ns".
+trips() { sed -E "s/.*$1 ([0-9?]+)-([0-9?]+) ns.*/\1 \2/" <<<"$2"; }  # side, line -> B A
 block=0 same=0
 declare -A met  # "gyre's placement / the peers'" -> blocks
 while IFS= read -r line; do
-  trips() { sed -E "s/.*$1 ([0-9?]+)-([0-9?]+) ns.*/\1 \2/" <<<"$line"; }
-  place_gyre=$(placement_of $(trips gyre))
-  place_peers=$(placement_of $(trips "the peers"))
+  place_gyre=$(placement_of $(trips gyre "$line"))
+  place_peers=$(placement_of $(trips "the peers" "$line"))
   met["$place_gyre / $place_peers"]=$((${met["$place_gyre / $place_peers"]:-0} + 1))
   [ "$place_gyre" = "$place_peers" ] && [ "$place_gyre" != moved ] && same=$((same + 1))
   block=$((block + 1))
