@@ -295,7 +295,7 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
   LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
                      : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
                                   : Tuner::tcpLoopback(cores, ranksHaveCores);
-  ranksPinned = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
+  const bool ranksPinned = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
   if (ranksPinned) slowest = Tuner::pinnedInBlocks(slowest);
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);

@@ -73,7 +73,6 @@ struct Communicator::Impl {
   std::unique_ptr<OneShot> oneShot;
   BusyPhase busy;                          // of every wait (config.spin resolved)
   bool ranksHaveCores = false;             // one core per rank on this host
-  bool ranksPinned = false;                // ranks sharing cores, each held on its own block's CPUs
   std::unique_ptr<SpinBudget> spinBudget;  // busy.budget's: GYRE_SPIN_US unset, a core per rank
   int splits = 0;                          // split() calls so far: names children's namespaces
   std::vector<std::byte> groupStaging;     // fused all-reduces of groups
