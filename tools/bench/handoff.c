@@ -1,12 +1,12 @@
-// The floor of a hand-over through shared memory: CPU 0 writes SIZE bytes into a buffer and
-// publishes them, CPU 1 copies them out and answers. Every shared-memory algorithm of gyre makes
-// such hand-overs, so their time where the host puts the two CPUs bounds what any algorithm can
-// do there. Prints, for each size, the fastest of ROUNDS hand-overs: the whole round (write,
-// publish, copy out, answer), the copy out alone, and the round with the writer's stores
-// streamed past its caches. Run it with the placement probe around it:
-//   cc -O2 -mavx2 -pthread -o /tmp/handoff tools/bench/handoff.c
+// The floor of a hand-over through shared memory: CPU 0 writes a buffer and publishes it, CPU 1
+// copies it out and answers. Every shared-memory algorithm of gyre makes such hand-overs, so
+// their time where the host puts the two CPUs bounds what any algorithm can do there. Prints,
+// for 64 KiB, 256 KiB, 1 MiB and 4 MiB, the fastest of ROUNDS hand-overs in µs: the whole round
+// (write, publish, copy out, answer), the copy out alone, and the round with the writer's stores
+// streamed past its caches. Built as build/tools/gyre-probe-handoff; run it with the placement
+// probe around it:
 //   . tools/bench/placement.sh && placement_build /tmp
-//   for i in $(seq 20); do echo "$(round_trip) $(/tmp/handoff) $(round_trip)"; done
+//   for i in $(seq 20); do echo "$(round_trip) $(build/tools/gyre-probe-handoff) $(round_trip)"; done
 // Usage: handoff [ROUNDS]
 #define _GNU_SOURCE
 #include <immintrin.h>
