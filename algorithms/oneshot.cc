@@ -46,11 +46,14 @@ OneShot::OneShot(MailboxWindow window, int rank)
 bool OneShot::implements(Collective coll) {
   return coll == Collective::all_reduce || coll == Collective::broadcast ||
          coll == Collective::reduce || coll == Collective::all_gather ||
-         coll == Collective::reduce_scatter;
+         coll == Collective::reduce_scatter || coll == Collective::gather ||
+         coll == Collective::scatter || coll == Collective::all_to_all;
 }
 
 size_t OneShot::postBytes(Collective coll, size_t count, size_t elemSize, int nranks) {
-  return coll == Collective::reduce_scatter ? count * elemSize * size_t(nranks) : count * elemSize;
+  const bool whole = coll == Collective::reduce_scatter || coll == Collective::scatter ||
+                     coll == Collective::all_to_all;
+  return whole ? count * elemSize * size_t(nranks) : count * elemSize;
 }
 
 void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
@@ -131,6 +134,49 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
         cpu::copy(out + size_t(r) * bytes, nullptr, from, bytes);  // a no-op in place
       }
       break;
+    case Collective::gather:
+      // As a reduce: the others post their block and go on, the root copies every post.
+      post(ctx, send, bytes);
+      if (rank_ == d.root) {
+        for (int r = 0; r < n; ++r) {
+          const std::byte* from =
+              r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
+          cpu::copy(out + size_t(r) * bytes, nullptr, from, bytes);  // a no-op in place
+        }
+      } else {
+        defer(ctx, {d, post_, d.root, bytes});
+        checked = false;
+      }
+      break;
+    case Collective::scatter: {
+      // As a broadcast: the root posts the whole buffer and goes on, the others post their
+      // arrival and copy their block of the root's post.
+      const size_t block = bytes / size_t(n);
+      if (rank_ == d.root) {
+        post(ctx, send, bytes);
+        if (n > 1) {
+          defer(ctx, {d, post_, -1, 0});
+          checked = false;
+        }
+        // A no-op in place (the root's block of its input is its output).
+        cpu::copy(out, nullptr, static_cast<const std::byte*>(send) + size_t(rank_) * block, block);
+      } else {
+        post(ctx, nullptr, 0);
+        cpu::copy(out, nullptr, awaitPost(ctx, d.root, bytes) + size_t(rank_) * block, block);
+      }
+      break;
+    }
+    case Collective::all_to_all: {
+      // Every rank posts its whole input and copies its block of every post.
+      const size_t block = bytes / size_t(n);
+      post(ctx, send, bytes);
+      for (int r = 0; r < n; ++r) {
+        const std::byte* from =
+            r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
+        cpu::copy(out + size_t(r) * block, nullptr, from + size_t(rank_) * block, block);
+      }
+      break;
+    }
     default:
       fail(Code::internal, who(ctx) + ": not a one-shot collective");
   }

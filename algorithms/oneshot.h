@@ -4,9 +4,10 @@
 // costs one post and n-1 reads instead of a chain of slots, and an 8-byte payload travels in
 // the cache line of the flag that announces it.
 //
-// Every rank posts in every call (a broadcast's receivers post their arrival) and compares the
-// header of every post it reads with its own call: ranks that disagree fail. Ranks that need
-// nothing back (a broadcast's root, a reduce's non-roots) post and go on, as a slot's sender
+// Every rank posts in every call (a broadcast's or a scatter's receivers post their arrival) and
+// compares the header of every post it reads with its own call: ranks that disagree fail. Ranks
+// that need nothing back (a broadcast's or a scatter's root, a reduce's or a gather's non-roots)
+// post and go on, as a slot's sender
 // does, and may run up to kMailPosts calls ahead; they check the posts they did not wait for
 // (the receivers' arrivals, the root's post) during their next calls on the window, as soon
 // as those are there and for certain by the end of a call that read those ranks' later posts,
@@ -30,10 +31,12 @@ class OneShot {
  public:
   OneShot(MailboxWindow window, int rank);
 
-  // Collectives it runs: all_reduce, broadcast, reduce, all_gather, reduce_scatter.
+  // Collectives it runs: all_reduce, broadcast, reduce, all_gather, reduce_scatter, gather,
+  // scatter, all_to_all.
   static bool implements(Collective coll);
-  // The payload this rank posts for `coll` of `count` elements (per rank for all_gather and
-  // reduce_scatter, as the C API counts them) at `nranks`; what must fit in a post.
+  // The payload this rank posts for `coll` of `count` elements (per rank for all_gather,
+  // reduce_scatter, gather, scatter and all_to_all, as the C API counts them) at `nranks`: the
+  // whole input for reduce_scatter, scatter (the root's) and all_to_all; what must fit in a post.
   static size_t postBytes(Collective coll, size_t count, size_t elemSize, int nranks);
   size_t capacity() const { return window_.capacity(); }
 

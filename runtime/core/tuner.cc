@@ -259,7 +259,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     // at once. The step is a cache line from one core to another, a fraction of a slot
     // hand-over (and as much dearer where ranks share cores); the bytes are the post plus
     // the reads (docs/tuning.md).
-    const size_t perRank = coll == Collective::all_gather ? bytes / size_t(n) : bytes;
+    // A post holds one rank's block of an all-gather or a gather, the whole of the others.
+    const bool blockPosted = coll == Collective::all_gather || coll == Collective::gather;
+    const size_t perRank = blockPosted ? bytes / size_t(n) : bytes;
     // Nothing to move: the slot algorithms return at once, as a call of count 0 should.
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
     // Such a broadcast took 1.6 times the ring's time at n = 4 on 2 cores from 32 B to 64 KiB
@@ -284,10 +286,18 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         moved = bytes > MailPost::kInlineBytes ? 1.25 * b : b;
         break;
       case Collective::all_gather:
+      case Collective::gather:
         // A block posted, the n - 1 others read. Where each rank has a core the posts overlap
         // with the reads across ranks, as for the all-reduce: at n = 2 the window beat the ring
-        // by 0.15-0.3 us from 4 to 64 KiB and matched it at 128 KiB (docs/tuning.md).
+        // by 0.15-0.3 us from 4 to 64 KiB and matched it at 128 KiB (docs/tuning.md). A
+        // gather's root reads as many.
         moved = link_.coresShared ? b : (nn - 1) / nn * b;
+        break;
+      case Collective::scatter:
+        moved = b + b / nn;  // the root's whole buffer posted, a block of it read
+        break;
+      case Collective::all_to_all:
+        moved = b + (nn - 1) / nn * b;  // the whole input posted, a block of each other post read
         break;
       default:
         return -1;

@@ -178,6 +178,19 @@ TEST_CASE("a reduce in which no rank is the root fails by the next call, naming 
                        });
 }
 
+// The same for a gather (its non-roots post and go on) and a scatter (its root does).
+TEST_CASE("a gather in which no rank is the root fails by the next call, naming it") {
+  checkFailsByNextCall(3, "mismatch-gather-roots", "gather #1 (count 10, float, root",
+                       [](Communicator& c, int r, float* a, float* b) {
+                         c.gather(a, b, 10, DataType::f32, r == 0 ? 1 : 0);
+                       });
+}
+TEST_CASE("a scatter where every rank is its own root fails by the next call, naming it") {
+  checkFailsByNextCall(
+      2, "mismatch-scatter-roots", "scatter #1 (count 10, float, root",
+      [](Communicator& c, int r, float* a, float* b) { c.scatter(a, b, 10, DataType::f32, r); });
+}
+
 // A rank with count 0 sends nothing and returns; the other waits for data that never comes
 // and finds the disagreement in the published progress instead of sitting out the timeout.
 TEST_CASE("a rank that calls with count 0 while the other sends data: the waiter names it") {

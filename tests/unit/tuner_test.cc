@@ -300,20 +300,29 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   for (int n : {2, 4, 8}) {
     CAPTURE(n);
     for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::all_gather,
-                         Collective::reduce, Collective::reduce_scatter}) {
+                         Collective::reduce, Collective::reduce_scatter, Collective::gather,
+                         Collective::scatter, Collective::all_to_all}) {
       CAPTURE(int(c));
-      const size_t bytes =
-          c == Collective::all_gather || c == Collective::reduce_scatter ? 8 * n : 8;
+      const bool oneBuffer =
+          c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
+      const size_t bytes = oneBuffer ? 8 : 8 * n;  // the whole, as the tuner counts it
       CHECK(t.choose(c, bytes, n).algorithm == Algorithm::oneshot);
     }
     // A post past the window's capacity, or nothing to move, goes through the links.
     CHECK(t.choose(Collective::all_reduce, (64 << 10) + 4, n).algorithm != Algorithm::oneshot);
     CHECK(t.choose(Collective::all_reduce, 0, n).algorithm != Algorithm::oneshot);
-    CHECK(t.choose(Collective::gather, 8, n).algorithm != Algorithm::oneshot);
+    CHECK(t.choose(Collective::all_to_all_v, 8 * n, n).algorithm != Algorithm::oneshot);
   }
-  // An all-gather's post is one rank's block: 64 KiB each at n = 4 still fits.
-  CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10), 4) > 0);
-  CHECK(t.predictUs(Algorithm::oneshot, Collective::all_gather, 4 * (64 << 10) + 4, 4) < 0);
+  // An all-gather's or a gather's post is one rank's block: 64 KiB each at n = 4 still fits.
+  // A scatter's root and every rank of an all-to-all post their whole input.
+  for (Collective c : {Collective::all_gather, Collective::gather}) {
+    CHECK(t.predictUs(Algorithm::oneshot, c, 4 * (64 << 10), 4) > 0);
+    CHECK(t.predictUs(Algorithm::oneshot, c, 4 * (64 << 10) + 4, 4) < 0);
+  }
+  for (Collective c : {Collective::scatter, Collective::all_to_all}) {
+    CHECK(t.predictUs(Algorithm::oneshot, c, 64 << 10, 4) > 0);
+    CHECK(t.predictUs(Algorithm::oneshot, c, (64 << 10) + 16, 4) < 0);
+  }
   // Ranks sharing cores: a reduce uses the window only while its payload fits in the post.
   Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
   shared.setOneShot(64 << 10);
