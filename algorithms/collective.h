@@ -122,8 +122,10 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::tree) return a::binomialReduce(p, rank, n, root, part);
       return a::ringReduce(p, rank, n, root, part);
     case Collective::gather:
+      if (plan.algorithm == Algorithm::tree) return a::flatGather(p, rank, n, root, part);
       return a::ringGather(p, rank, n, root, part);
     case Collective::scatter:
+      if (plan.algorithm == Algorithm::tree) return a::flatScatter(p, rank, n, root, part);
       return a::ringScatter(p, rank, n, root, part);
     case Collective::all_to_all:
       return a::pairwiseAllToAll(p, rank, n, a::EqualExchange{part}, slot);

@@ -21,9 +21,9 @@
 // completes a reduction (avg divides there). Executors slice each call into link slots; both
 // ends of a link see the same calls, so they slice alike.
 //
-// Algorithms: ring.h (ring and chains), tree.h (binomial, double binary tree), doubling.h
-// (recursive doubling, Bruck, dissemination), pairwise.h (all-to-all, send/recv),
-// hierarchical.h (inside hosts, then across them).
+// Algorithms: ring.h (ring and chains), tree.h (binomial, double binary tree, flat gather and
+// scatter), doubling.h (recursive doubling, Bruck, dissemination), pairwise.h (all-to-all,
+// send/recv), hierarchical.h (inside hosts, then across them).
 #pragma once
 
 #include "algorithms/common.h"

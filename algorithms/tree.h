@@ -1,7 +1,8 @@
 // Tree algorithms over the primitives: a binomial tree (reduce and broadcast of small
-// messages: log2(n) steps instead of n-1) and NCCL's double binary tree for all-reduce
+// messages: log2(n) steps instead of n-1), NCCL's double binary tree for all-reduce
 // (two complementary trees, each carrying half the data, so every rank is a leaf in one of
-// them and the work of interior nodes is balanced).
+// them and the work of interior nodes is balanced), and a tree of depth one for gather and
+// scatter (every rank straight to or from the root).
 #pragma once
 
 #include "algorithms/common.h"
@@ -155,6 +156,41 @@ GYRE_HD void doubleTreeAllReduce(Prims& p, int rank, int n, size_t count, size_t
     treeUp(p, b, base + aLen, bLen, /*down=*/true);
     treeDown(p, b, base + aLen, bLen);
   }
+}
+
+// recv[r*count + i] on root = send of rank r [i]: every rank sends its block straight to the
+// root, which takes them in turn. Each block crosses one link once, where the chain
+// (ringGather) forwards the blocks of the ranks before it: n(n-1)/2 block hops against n-1.
+template <class Prims>
+GYRE_HD void flatGather(Prims& p, int rank, int n, int root, size_t count) {
+  if (rank != root) {
+    p.setPeers(nullptr, 0, &root, 1);
+    p.send(0, count);
+    return;
+  }
+  p.localCopy(0, size_t(root) * count, count);
+  for (int j = 1; j < n; ++j) {
+    const int from = mod(root + j, n);
+    p.setPeers(&from, 1, nullptr, 0);
+    p.recv(size_t(from) * count, count);
+  }
+}
+
+// recv[i] on rank r = send of root [r*count + i]: the root sends each block straight to its
+// rank, in turn.
+template <class Prims>
+GYRE_HD void flatScatter(Prims& p, int rank, int n, int root, size_t count) {
+  if (rank != root) {
+    p.setPeers(&root, 1, nullptr, 0);
+    p.recv(0, count);
+    return;
+  }
+  for (int j = 1; j < n; ++j) {
+    const int to = mod(root + j, n);
+    p.setPeers(nullptr, 0, &to, 1);
+    p.send(size_t(to) * count, count);
+  }
+  p.localCopy(size_t(root) * count, 0, count);
 }
 
 }  // namespace gyre::algo

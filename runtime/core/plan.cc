@@ -13,8 +13,9 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   plan.count = count;
   // The algorithms each collective has; anything else runs its ring (or only algorithm).
   const bool tree =
-      algorithm == Algorithm::tree && (coll == Collective::all_reduce ||
-                                       coll == Collective::broadcast || coll == Collective::reduce);
+      algorithm == Algorithm::tree &&
+      (coll == Collective::all_reduce || coll == Collective::broadcast ||
+       coll == Collective::reduce || coll == Collective::gather || coll == Collective::scatter);
   const bool doubling = algorithm == Algorithm::doubling &&
                         (coll == Collective::all_reduce || coll == Collective::all_gather);
   const bool hierarchical = algorithm == Algorithm::hierarchical &&

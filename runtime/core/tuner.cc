@@ -90,9 +90,26 @@ constexpr double kOneShotStep = 0.3;
 // its non-roots) run up to 64 calls ahead while the payload is inlined in the post, but only
 // kMailData calls once it needs a data block: then they wait for readers the scheduler has not
 // run, which share their cores, while a slot algorithm's senders run a link's slots ahead.
-bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes) {
-  return link.coresShared && bytes > MailPost::kInlineBytes &&
-         (coll == Collective::broadcast || coll == Collective::reduce);
+// A gather's non-roots and a scatter's root stall the same way, and there the flat tree, whose
+// root takes (or gives) each rank's block in turn through the links, beat the window at every
+// size measured, inlined posts included (long runs at n = 4 and 8 on 2 cores: gather 0.86 and
+// 1.76 us against 2.18 and 5.99 at 64 B, scatter 1.31 and 2.44 against 2.24 and 4.12 at 32
+// KiB; docs/tuning.md), until a gather's posts reach 16 KiB a rank: 64 and 32 KiB a rank went
+// through the window 3.0 and 2.2 times faster.
+constexpr size_t kSharedCoresGatherPostFrom = 16 << 10;
+bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n) {
+  if (!link.coresShared) return false;
+  switch (coll) {
+    case Collective::broadcast:
+    case Collective::reduce:
+      return bytes > MailPost::kInlineBytes;
+    case Collective::gather:
+      return bytes / size_t(n) < kSharedCoresGatherPostFrom;
+    case Collective::scatter:
+      return true;
+    default:
+      return false;
+  }
 }
 
 double log2Ceil(int n) {
@@ -266,7 +283,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
     // Such a broadcast took 1.6 times the ring's time at n = 4 on 2 cores from 32 B to 64 KiB
     // (docs/tuning.md): not even forced.
-    if (coll == Collective::broadcast && windowPostersStall(link_, coll, bytes)) return -1;
+    if (coll == Collective::broadcast && windowPostersStall(link_, coll, bytes, n)) return -1;
     double moved = 0;
     switch (coll) {
       case Collective::all_reduce:
@@ -367,9 +384,18 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       break;
     }
     case Collective::reduce_scatter:
+      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      break;
     case Collective::gather:
     case Collective::scatter:
-      if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      // The root's links carry (n-1)/n of the whole either way; the chain's last block waits
+      // n - 1 hops and its ranks copy n(n-1)/2 blocks in all, the flat tree's n - 1 (the work
+      // that counts where ranks share cores: docs/tuning.md).
+      if (a == Algorithm::ring) {
+        steps = nn - 1;
+        factor = link_.coresShared ? (nn - 1) / 2 : (nn - 1) / nn;
+      }
+      if (a == Algorithm::tree) steps = 1, factor = (nn - 1) / nn;
       break;
     case Collective::all_to_all:
     case Collective::all_to_all_v:
@@ -396,10 +422,10 @@ constexpr Algorithm kAll[] = {
 }
 
 // Where ranks share cores, a window reduce whose posters stall took twice the chain's time
-// (n = 4 and 8 on 2 cores, 64 B), one inlined in the post 0.4 times (8 B); the tuner also
-// leaves reduces and small broadcasts to the chain there (GYRE_ALGO still forces any;
-// docs/tuning.md).
-bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
+// (n = 4 and 8 on 2 cores, 64 B), one inlined in the post 0.4 times (8 B); small gathers and
+// scatters took twice the flat tree's. The tuner leaves those, and reduces and small broadcasts,
+// to the links there (GYRE_ALGO still forces any; docs/tuning.md).
+bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
@@ -411,8 +437,8 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes) const {
       bytes < (link_.farApart ? kDirectCopyFarFromBytes : kDirectCopyFromBytes)) {
     return false;
   }
-  if (a == Algorithm::oneshot && coll == Collective::reduce &&
-      windowPostersStall(link_, coll, bytes)) {
+  if (a == Algorithm::oneshot && coll != Collective::broadcast &&
+      windowPostersStall(link_, coll, bytes, n)) {
     return false;
   }
   if (a == Algorithm::ring && link_.chainsWaitForCores &&
@@ -434,7 +460,7 @@ Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
   }
   Choice best{Algorithm::ring, -1, false};
   for (Algorithm a : kAll) {
-    const double t = candidate(a, coll, bytes) ? predictUs(a, coll, bytes, n) : -1;
+    const double t = candidate(a, coll, bytes, n) ? predictUs(a, coll, bytes, n) : -1;
     if (t >= 0 && (best.predictedUs < 0 || t < best.predictedUs)) best = {a, t, false};
   }
   return best;
@@ -447,7 +473,7 @@ std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, 
   why << "predicted";
   const char* separator = " ";
   for (Algorithm a : kAll) {
-    const double t = candidate(a, coll, bytes) ? predictUs(a, coll, bytes, n) : -1;
+    const double t = candidate(a, coll, bytes, n) ? predictUs(a, coll, bytes, n) : -1;
     if (t < 0) continue;
     why << separator << algorithmName(a) << " " << t << " us";
     separator = ", ";

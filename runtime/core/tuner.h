@@ -128,7 +128,8 @@ class Tuner {
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
 
  private:
-  bool candidate(Algorithm a, Collective coll, size_t bytes) const;  // for an automatic choice
+  bool candidate(Algorithm a, Collective coll, size_t bytes,
+                 int n) const;  // for an automatic choice
   LinkCost link_;
   LinkCost intraHost_{};
   int hosts_ = 1;

@@ -323,6 +323,15 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
     CHECK(t.predictUs(Algorithm::oneshot, c, 64 << 10, 4) > 0);
     CHECK(t.predictUs(Algorithm::oneshot, c, (64 << 10) + 16, 4) < 0);
   }
+  // Without a window, gathers and scatters go straight to or from the root (the flat tree),
+  // not down the chain.
+  for (bool haveCores : {true, false}) {
+    const Tuner links(Tuner::sharedMemory(haveCores), "", kChunk, kSlot);
+    for (int n : {4, 8}) {
+      CHECK(links.choose(Collective::gather, 8 * n, n).algorithm == Algorithm::tree);
+      CHECK(links.choose(Collective::scatter, size_t(16) << 20, n).algorithm == Algorithm::tree);
+    }
+  }
   // Ranks sharing cores: a reduce uses the window only while its payload fits in the post.
   Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
   shared.setOneShot(64 << 10);
@@ -330,6 +339,13 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   CHECK(shared.choose(Collective::reduce, MailPost::kInlineBytes + 4, 4).algorithm !=
         Algorithm::oneshot);
   CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
+  // A gather only from 16 KiB a rank; a scatter never (the flat tree instead).
+  for (size_t perRank : {size_t(8), size_t(1024), size_t(8) << 10}) {
+    CHECK(shared.choose(Collective::gather, 4 * perRank, 4).algorithm == Algorithm::tree);
+    CHECK(shared.choose(Collective::scatter, 4 * perRank, 4).algorithm == Algorithm::tree);
+  }
+  CHECK(shared.choose(Collective::gather, 4 * (16 << 10), 4).algorithm == Algorithm::oneshot);
+  CHECK(shared.choose(Collective::scatter, 4 * (16 << 10), 4).algorithm == Algorithm::tree);
   Tuner sharedForced(Tuner::sharedMemory(false), "oneshot", kChunk, kSlot);
   sharedForced.setOneShot(64 << 10);
   CHECK(sharedForced.choose(Collective::reduce, 64, 4).algorithm == Algorithm::oneshot);

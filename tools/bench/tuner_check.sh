@@ -25,7 +25,8 @@ algos_of() {
   case $1 in
     all_reduce) echo "ring,tree,rd,oneshot,read" ;; all_gather) echo "ring,rd,oneshot,read" ;;
     broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot" ;;
-    reduce_scatter | gather | scatter | all_to_all) echo "ring,oneshot" ;;
+    gather | scatter) echo "ring,tree,oneshot" ;;
+    reduce_scatter | all_to_all) echo "ring,oneshot" ;;
     *) echo "ring" ;;
   esac
 }
