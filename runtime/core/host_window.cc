@@ -88,16 +88,16 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     state.pid = int32_t(getpid());
     state.pidAddress = reinterpret_cast<uintptr_t>(&state.pid);
     // Where ranks have cores of their own, how far apart ranks 0's and 1's CPUs sit prices the
-    // algorithms (runtime/core/tuner.h). Ranks that share cores would measure the scheduler.
-    if (ranksHaveCores && config.rank == 0) {
-      const double ns =
-          measureRoundTrip(*window.mailbox(0).state, *window.mailbox(1).state, kProbeWait);
-      if (ns > 0) {
-        const bool probes = config.nranks >= 2 && !tuner->forced();
-        mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
-        mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
-        mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
-      }
+    // algorithms (runtime/core/tuner.h). Ranks that share cores would measure the scheduler:
+    // their round trip goes as 0. The kernel's copy against a memcpy is one core's measure.
+    if (config.rank == 0) {
+      const double ns = ranksHaveCores ? measureRoundTrip(*window.mailbox(0).state,
+                                                          *window.mailbox(1).state, kProbeWait)
+                                       : 0;
+      const bool probes = ns > 0 && config.nranks >= 2 && !tuner->forced();
+      mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
+      mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
+      mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
     } else if (ranksHaveCores && config.rank == 1) {
       answerRoundTrips(*window.mailbox(1).state, *window.mailbox(0).state, 2 * kProbeWait);
     }
