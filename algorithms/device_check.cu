@@ -36,6 +36,8 @@ __global__ void gyreAlgorithmsCompileCheck(unsigned long long* out, int rank, in
   a::ringReduce(p, rank, n, 0, count);
   a::ringGather(p, rank, n, 0, count);
   a::ringScatter(p, rank, n, 0, count);
+  a::flatGather(p, rank, n, 0, count);
+  a::flatScatter(p, rank, n, 0, count);
   a::binomialReduce(p, rank, n, 0, count);
   a::binomialBroadcast(p, rank, n, 0, count);
   a::doubleTreeAllReduce(p, rank, n, count, 1024);
