@@ -91,6 +91,15 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
                   avg && r == n - 1 ? n : 0);
     }
   };
+  // Copies `len` bytes at offset `at` of every rank's post (this rank's own input for its
+  // own) into block r of out, in rank order: a no-op for this rank's block in place.
+  auto copyEachPost = [&](size_t at, size_t len) {
+    for (int r = 0; r < n; ++r) {
+      const std::byte* from =
+          r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
+      cpu::copy(out + size_t(r) * len, nullptr, from + at, len);
+    }
+  };
   switch (d.coll) {
     case Collective::all_reduce:
       post(ctx, send, bytes);
@@ -128,21 +137,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       break;
     case Collective::all_gather:
       post(ctx, send, bytes);
-      for (int r = 0; r < n; ++r) {
-        const std::byte* from =
-            r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
-        cpu::copy(out + size_t(r) * bytes, nullptr, from, bytes);  // a no-op in place
-      }
+      copyEachPost(0, bytes);
       break;
     case Collective::gather:
       // As a reduce: the others post their block and go on, the root copies every post.
       post(ctx, send, bytes);
       if (rank_ == d.root) {
-        for (int r = 0; r < n; ++r) {
-          const std::byte* from =
-              r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
-          cpu::copy(out + size_t(r) * bytes, nullptr, from, bytes);  // a no-op in place
-        }
+        copyEachPost(0, bytes);
       } else {
         defer(ctx, {d, post_, d.root, bytes});
         checked = false;
@@ -170,11 +171,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       // Every rank posts its whole input and copies its block of every post.
       const size_t block = bytes / size_t(n);
       post(ctx, send, bytes);
-      for (int r = 0; r < n; ++r) {
-        const std::byte* from =
-            r == rank_ ? static_cast<const std::byte*>(send) : awaitPost(ctx, r, bytes);
-        cpu::copy(out + size_t(r) * block, nullptr, from + size_t(rank_) * block, block);
-      }
+      copyEachPost(size_t(rank_) * block, block);
       break;
     }
     default:
