@@ -8,15 +8,12 @@
 //   . tools/bench/placement.sh && placement_build /tmp
 //   for i in $(seq 20); do echo "$(round_trip) $(build/tools/gyre-probe-handoff) $(round_trip)"; done
 // Usage: handoff [ROUNDS]
-#define _GNU_SOURCE
-#include <immintrin.h>
-#include <pthread.h>
-#include <sched.h>
+#include "probe.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { kLargest = 4 << 20 };
 static char *shared, *source, *target;
@@ -25,29 +22,6 @@ static long rounds;
 static _Atomic long published, answered;
 static double fastestCopyOut;
 
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static double nowNs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static void streamCopy(char* to, const char* from, size_t n) {
-  for (size_t i = 0; i < n; i += 64) {
-    const __m256i a = _mm256_load_si256((const __m256i*)(from + i));
-    const __m256i b = _mm256_load_si256((const __m256i*)(from + i + 32));
-    _mm256_stream_si256((__m256i*)(to + i), a);
-    _mm256_stream_si256((__m256i*)(to + i + 32), b);
-  }
-  _mm_sfence();  // the stores are visible before the flag that publishes them
-}
-
 static void* copyOut(void* unused) {
   (void)unused;
   pin(1);
@@ -55,13 +29,13 @@ static void* copyOut(void* unused) {
   for (long r = 1; r <= rounds; ++r) {
     while (atomic_load_explicit(&published, memory_order_acquire) < r) {
     }
-    const double start = nowNs();
+    const double start = nowSeconds();
     memcpy(target, shared, bytes);
-    const double took = nowNs() - start;
+    const double took = nowSeconds() - start;
     fastest = took < fastest ? took : fastest;
     atomic_store_explicit(&answered, r, memory_order_release);
   }
-  fastestCopyOut = fastest;
+  fastestCopyOut = fastest;  // seconds
   return NULL;
 }
 
@@ -73,7 +47,7 @@ static double handOver(size_t size, int streamed) {
   pthread_create(&reader, NULL, copyOut, NULL);
   double fastest = 1e18;
   for (long r = 1; r <= rounds; ++r) {
-    const double start = nowNs();
+    const double start = nowSeconds();
     if (streamed) {
       streamCopy(shared, source, size);
     } else {
@@ -82,11 +56,11 @@ static double handOver(size_t size, int streamed) {
     atomic_store_explicit(&published, r, memory_order_release);
     while (atomic_load_explicit(&answered, memory_order_acquire) < r) {
     }
-    const double took = nowNs() - start;
+    const double took = nowSeconds() - start;
     fastest = took < fastest ? took : fastest;
   }
   pthread_join(reader, NULL);
-  return fastest / 1e3;
+  return fastest * 1e6;
 }
 
 int main(int argc, char** argv) {
@@ -99,7 +73,7 @@ int main(int argc, char** argv) {
   memset(source, 1, kLargest);
   memset(target, 2, kLargest);
   for (size_t size = 64 << 10; size <= kLargest; size *= 4) {
-    const double round = handOver(size, 0), copy = fastestCopyOut / 1e3;
+    const double round = handOver(size, 0), copy = fastestCopyOut * 1e6;
     const double streamedRound = handOver(size, 1);
     printf("%zuK %.2f %.2f %.2f  ", size >> 10, round, copy, streamedRound);
   }

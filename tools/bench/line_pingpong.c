@@ -3,9 +3,9 @@
  * round trip. Where a virtual machine's CPUs move between host cores, this moves with it.
  * Build and run: cc -O2 -pthread tools/bench/line_pingpong.c -o pingpong && ./pingpong [CPU_A CPU_B
  * [SECONDS]] */
-#define _GNU_SOURCE
+#include "probe.h"
+
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +13,6 @@
 
 static _Alignas(64) atomic_long ball;
 static atomic_int stop;
-
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 static void* partner(void* arg) {
   pin(*(int*)arg);
@@ -31,12 +24,6 @@ static void* partner(void* arg) {
   return NULL;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int main(int argc, char** argv) {
   int a = argc > 2 ? atoi(argv[1]) : 0, b = argc > 2 ? atoi(argv[2]) : 1;
   double seconds = argc > 3 ? atof(argv[3]) : 10;
@@ -44,17 +31,17 @@ int main(int argc, char** argv) {
   pthread_create(&t, NULL, partner, &b);
   pin(a);
   long next = 0;
-  for (double start = now(), end = start + seconds; now() < end;) {
-    const double t0 = now();
+  for (double start = nowSeconds(), end = start + seconds; nowSeconds() < end;) {
+    const double t0 = nowSeconds();
     long trips = 0;
-    while (now() - t0 < 0.5) {
+    while (nowSeconds() - t0 < 0.5) {
       for (int i = 0; i < 1000; ++i, next += 2, ++trips) {
         atomic_store_explicit(&ball, next + 1, memory_order_release);
         while (atomic_load_explicit(&ball, memory_order_acquire) != next + 2) {
         }
       }
     }
-    printf("%.1f s: %.0f ns per round trip\n", now() - start, (now() - t0) * 1e9 / trips);
+    printf("%.1f s: %.0f ns per round trip\n", nowSeconds() - start, (nowSeconds() - t0) * 1e9 / trips);
     fflush(stdout);
   }
   atomic_store(&stop, 1);

@@ -8,43 +8,17 @@
 //   . tools/bench/placement.sh && placement_build /tmp
 //   for i in $(seq 30); do echo "$(round_trip) $(/tmp/slot_stores 1) $(round_trip)"; done
 // Usage: slot_stores [ROUNDS]
-#define _GNU_SOURCE
-#include <immintrin.h>
-#include <pthread.h>
-#include <sched.h>
+#include "probe.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { kSlot = 64 << 10, kSlots = 8, kBuffer = 16 << 20 };
 static const long kTotal = 64L << 20;
 static char *ring, *src, *dst;
 static _Atomic long published, consumed;
-
-static void pin(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void stream_copy(char* to, const char* from, size_t bytes) {
-  for (size_t i = 0; i < bytes; i += 64) {
-    const __m256i a = _mm256_load_si256((const __m256i*)(from + i));
-    const __m256i b = _mm256_load_si256((const __m256i*)(from + i + 32));
-    _mm256_stream_si256((__m256i*)(to + i), a);
-    _mm256_stream_si256((__m256i*)(to + i + 32), b);
-  }
-  _mm_sfence();  // the stores are visible before the piece is published
-}
 
 static void* consume(void* unused) {
   (void)unused;
@@ -62,21 +36,21 @@ static double gbPerSecond(int streaming) {
   published = consumed = 0;
   pthread_t consumer;
   pthread_create(&consumer, NULL, consume, NULL);
-  const double start = now();
+  const double start = nowSeconds();
   for (long piece = 0; piece < kTotal / kSlot; ++piece) {
     while (piece - atomic_load_explicit(&consumed, memory_order_acquire) >= kSlots) {
     }
     char* slot = ring + piece % kSlots * kSlot;
     const char* from = src + piece * kSlot % kBuffer;
     if (streaming) {
-      stream_copy(slot, from, kSlot);
+      streamCopy(slot, from, kSlot);
     } else {
       memcpy(slot, from, kSlot);
     }
     atomic_store_explicit(&published, piece + 1, memory_order_release);
   }
   pthread_join(consumer, NULL);
-  return kTotal / (now() - start) / 1e9;
+  return kTotal / (nowSeconds() - start) / 1e9;
 }
 
 int main(int argc, char** argv) {
