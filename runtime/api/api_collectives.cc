@@ -58,12 +58,14 @@ std::vector<std::pair<gyreComm_t, std::vector<gyre::GroupOp>>> takeGroup() {
   return byComm;
 }
 
-// Calls that groups run in their place, unfused.
+// Calls that groups run in their place, unfused. Outside a group nothing is wrapped: a
+// std::function of the call would allocate on every call.
 template <class Call>
 void runOrDefer(gyreComm_t comm, Call call) {
+  if (groupDepth == 0) return call(commOf(comm));
   gyre::GroupOp g;
   g.other = call;
-  if (!deferred(comm, g)) call(commOf(comm));
+  defer(comm, g);
 }
 
 gyre::GroupOp groupOp(gyre::Collective coll, const void* send, void* recv, size_t count,
