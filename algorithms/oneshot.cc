@@ -64,15 +64,9 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   auto* out = static_cast<std::byte*>(recv);
   post_ = int(calls_ % kMailPosts);
   block_ = int(calls_ % kMailData);
-  // Checks the calls it went on from whose post this call reuses: the others may wait for
-  // that. In a call that writes data blocks, they may wait for this rank to have finished the
-  // call that used the block last, kMailData calls ago.
-  const bool writesData = bytes > MailPost::kInlineBytes;
-  if (!unchecked_.empty()) {
-    checkUnchecked(
-        ctx, postUse_[writesData ? (calls_ + kMailPosts - kMailData) % kMailPosts : size_t(post_)],
-        /*probe=*/false);
-  }
+  // Checks the calls it went on from whose post (or data) this call overwrites: the others may
+  // wait for this rank to have finished those.
+  if (!unchecked_.empty()) checkUnchecked(ctx, reuses(bytes), /*probe=*/false);
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
@@ -231,11 +225,39 @@ void OneShot::publishDone() {
   notifyAll(self_.state->finished, self_.state->sleepers);
 }
 
+OneShot::Payload OneShot::payloadKind(uint32_t bytes) const {
+  if (bytes <= MailPost::kInlineBytes) return Payload::inlined;
+  return bytes <= self_.smallBytes ? Payload::small : Payload::block;
+}
+
+uint64_t OneShot::reuses(uint32_t bytes) const {
+  switch (payloadKind(bytes)) {
+    case Payload::inlined:
+      return postUse_[post_];
+    case Payload::small:
+      return std::max(postUse_[post_], blockUse_[Mailbox::smallBlock(post_)]);
+    case Payload::block:
+      break;
+  }
+  return std::max(postUse_[post_], dataUse_[block_]);
+}
+
+std::byte* OneShot::payloadIn(const Mailbox& box, int slot, uint32_t bytes) const {
+  switch (payloadKind(bytes)) {
+    case Payload::inlined:
+      return box.posts[slot].inlined;
+    case Payload::small:
+      return box.small(slot);
+    case Payload::block:
+      break;
+  }
+  return box.data[block_];
+}
+
 void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind) {
-  const bool inlined = bytes <= MailPost::kInlineBytes;
-  // The post (and the data block) is free once every rank has finished the call that used it
-  // last. A rank's done word moves every call; it is read only when what is known falls short.
-  const uint64_t need = std::max(postUse_[post_], inlined ? 0 : dataUse_[block_]);
+  // The post (and its data) is free once every rank has finished the call that used it last.
+  // A rank's done word moves every call; it is read only when what is known falls short.
+  const uint64_t need = reuses(bytes);
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
     MailState& state = *boxes_[size_t(r)].state;
@@ -247,14 +269,23 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
         state.finished);
   }
   MailPost& p = self_.posts[post_];
-  if (bytes > 0) copyBytes(inlined ? p.inlined : self_.data[block_], payload, bytes);
+  if (bytes > 0) copyBytes(payloadIn(self_, post_, bytes), payload, bytes);
   p.meta.setOp(ctx.desc);
   p.meta.bytes = bytes;
   p.kind = kind;
   p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
   notifyAll(p.flag, self_.state->sleepers);
   postUse_[post_] = ctx.desc.seq;
-  if (!inlined) dataUse_[block_] = ctx.desc.seq;
+  switch (payloadKind(bytes)) {
+    case Payload::inlined:
+      break;
+    case Payload::small:
+      dataUse_[Mailbox::smallBlock(post_)] = ctx.desc.seq;
+      break;
+    case Payload::block:
+      dataUse_[block_] = blockUse_[block_] = ctx.desc.seq;
+      break;
+  }
 }
 
 const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, int slot, int peer,
@@ -271,7 +302,7 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
     }
   }
   // A deferred check reads only the header: the payload may be gone.
-  return bytes <= MailPost::kInlineBytes ? p.inlined : box.data[block_];
+  return payloadIn(box, slot, bytes);
 }
 
 void OneShot::failDisagreement(const OpContext& ctx, const OpDesc& call, int peer,

@@ -58,6 +58,7 @@ class OneShot {
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
   uint64_t directReads() const { return directReads_; }
+  uint64_t calls() const { return calls_; }  // every call run, the direct reads included
 
   // Measures again how far apart ranks 0's and 1's CPUs sit, within the call ctx names; every
   // rank of the window calls it at the same calls. Rank 1 echoes balls rank 0 sets in its probe
@@ -90,6 +91,14 @@ class OneShot {
     return awaitPost(ctx, ctx.desc, post_, peer, bytes);
   }
   void post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind = kWindowPost);
+  // Where a payload of `bytes` lies (link/mailbox.h): inlined in the post, in the post's small
+  // piece of the data blocks, or filling the call's data block; the seq of the last call whose
+  // post or data this call's overwrites; where in `box` the payload of post `slot` lies (the
+  // data block: this call's).
+  enum class Payload { inlined, small, block };
+  Payload payloadKind(uint32_t bytes) const;
+  uint64_t reuses(uint32_t bytes) const;
+  std::byte* payloadIn(const Mailbox& box, int slot, uint32_t bytes) const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
   // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
@@ -148,6 +157,7 @@ class OneShot {
   uint64_t calls_ = 0;                   // calls so far: a call uses post calls_ % kMailPosts
   uint64_t postUse_[kMailPosts] = {};    // per post: the seq of the call that used it last
   uint64_t dataUse_[kMailData] = {};     // per data block: the seq of the call that wrote it last
+  uint64_t blockUse_[kMailData] = {};    // and of the last that filled it (not a small payload)
   uint64_t lastSeq_ = 0;                 // the seq of this rank's previous call
   uint64_t published_ = 0;               // the done this rank published last
   int post_ = 0;                         // the post of the call running

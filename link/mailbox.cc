@@ -223,6 +223,8 @@ Mailbox MailboxWindow::mailbox(int rank) const {
   m.failure = std::launder(reinterpret_cast<MailFailure*>(at));
   at += sizeof(MailFailure);
   for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * align64(capacity_);
+  const size_t small = align64(capacity_) / Mailbox::kSmallPerBlock / 64 * 64;
+  m.smallBytes = small > MailPost::kInlineBytes ? small : 0;
   return m;
 }
 

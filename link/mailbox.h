@@ -2,8 +2,9 @@
 // mailbox per rank. A rank posts a small collective's whole payload once into its own mailbox;
 // the others read it from there (algorithms/oneshot.h). kMailPosts posts per mailbox, used in
 // turn, so a rank that needs nothing back (a broadcast's root) may run that many calls ahead of
-// the slowest reader; payloads too big to inline go to one of kMailData data blocks, also used
-// in turn.
+// the slowest reader. Payloads too big to inline but small enough (Mailbox::smallBytes, 2 KiB
+// at the default 64 KiB) go to the post's own piece of the data blocks, reused with the post;
+// larger ones fill one of kMailData data blocks, used in turn.
 //
 // A post's flag (the low 32 bits of the call's sequence number, written last), the call's
 // header and payloads of up to kInlineBytes share one cache line: a tiny payload crosses from
@@ -87,6 +88,17 @@ struct Mailbox {
   MailState* state = nullptr;
   MailFailure* failure = nullptr;
   std::byte* data[kMailData] = {};  // each `capacity` bytes, for payloads too big to inline
+  // The data blocks also hold one small payload per post: kSmallPerBlock pieces of smallBytes
+  // (capacity * kMailData / kMailPosts, down to a cache line; 0 where that is not more than
+  // a post inlines), so a poster of small payloads runs as far ahead as of inlined ones.
+  static constexpr int kSmallPerBlock = kMailPosts / kMailData;
+  static_assert(kMailPosts % kMailData == 0, "every data block holds as many small payloads");
+  size_t smallBytes = 0;
+  // Where post `post`'s small payload lies, and the data block that holds it.
+  static int smallBlock(int post) { return post / kSmallPerBlock; }
+  std::byte* small(int post) const {
+    return data[smallBlock(post)] + size_t(post % kSmallPerBlock) * smallBytes;
+  }
 };
 
 // A view of a mapped window: a header line, then each rank's mailbox.

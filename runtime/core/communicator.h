@@ -165,7 +165,9 @@ class Communicator {
   void deregisterBuffer(void* handle);
   // Slots sent straight from registered user memory so far (diagnostics and tests).
   uint64_t directSends() const;
-  // Collectives run by the direct read so far (diagnostics and tests).
+  // Collectives run through the host window so far, and those of them by the direct read
+  // (diagnostics and tests).
+  uint64_t windowCalls() const;
   uint64_t directReads() const;
   // The placement probes during calls so far, how many found the CPUs moved, and whether the
   // tuner now prices shared memory for CPUs far apart (diagnostics and tests).

@@ -200,6 +200,11 @@ PlacementProbes Communicator::placementProbes() const {
           impl_->tuner && impl_->tuner->link().farApart, impl_->placementProbeUs > 0};
 }
 
+uint64_t Communicator::windowCalls() const {
+  std::lock_guard lock(impl_->opMutex);
+  return impl_->oneShot ? impl_->oneShot->calls() : 0;
+}
+
 uint64_t Communicator::directReads() const {
   std::lock_guard lock(impl_->opMutex);
   return impl_->oneShot ? impl_->oneShot->directReads() : 0;
