@@ -6,11 +6,20 @@
 #include <sstream>
 
 #include "base/copy_bytes.h"
+#include "base/prefetch.h"
 #include "kernels/cpu/reduce.h"
 
 namespace gyre {
 
 namespace {
+// How many calls ahead a rank prefetches the lines it will write (its post) and read (a peer's
+// that was there at the first look, so the peer runs ahead): the transfers of a few calls
+// overlap instead of each stalling its own call.
+constexpr int kPrefetchCalls = 4;
+// A rank that goes on from its calls checks the posts it did not wait for at least this often,
+// where they are there, not only when it reuses the post 64 calls on: its done word then
+// follows the others closely and lets them reuse their posts without waiting on it.
+constexpr uint64_t kCheckEvery = 16;
 constexpr Clock::duration kFirstPeerCheck = std::chrono::seconds(1);
 constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
 // A stuck waiter looks at the process it waits for this often (a kill(0) and, for a zombie,
@@ -67,6 +76,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // Checks the calls it went on from whose post (or data) this call overwrites: the others may
   // wait for this rank to have finished those.
   if (!unchecked_.empty()) checkUnchecked(ctx, reuses(bytes), /*probe=*/false);
+  if (!unchecked_.empty() && calls_ % kCheckEvery == 0) checkUnchecked(ctx, 0, /*probe=*/true);
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
@@ -221,7 +231,9 @@ void OneShot::publishDone() {
   if (done <= published_) return;
   published_ = done;
   self_.state->done.store(done, std::memory_order_release);
-  self_.state->finished.fetch_add(1, std::memory_order_release);
+  // Only this rank writes it: no read-modify-write, which would stall on the line's readers.
+  auto& finished = self_.state->finished;
+  finished.store(finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   notifyAll(self_.state->finished, self_.state->sleepers);
 }
 
@@ -276,6 +288,13 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
   p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
   notifyAll(p.flag, self_.state->sleepers);
   postUse_[post_] = ctx.desc.seq;
+  if (prefetchWrites_) {
+    const int ahead = (post_ + kPrefetchCalls) % kMailPosts;
+    prefetchForWrite(&self_.posts[ahead]);
+    if (payloadKind(bytes) == Payload::small) {
+      for (size_t at = 0; at < bytes; at += 64) prefetchForWrite(self_.small(ahead) + at);
+    }
+  }
   switch (payloadKind(bytes)) {
     case Payload::inlined:
       break;
@@ -294,6 +313,13 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
   MailPost& p = box.posts[slot];
   const auto want = uint32_t(call.seq);
   if (peer != rank_) {
+    if (!late && p.flag.load(std::memory_order_acquire) == want) {
+      const int ahead = (slot + kPrefetchCalls) % kMailPosts;
+      prefetchForRead(&box.posts[ahead]);
+      if (payloadKind(bytes) == Payload::small) {
+        for (size_t at = 0; at < bytes; at += 64) prefetchForRead(box.small(ahead) + at);
+      }
+    }
     waitUntil(
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
         p.flag);

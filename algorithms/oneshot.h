@@ -22,6 +22,7 @@
 
 #include "algorithms/host_prims.h"
 #include "base/function_ref.h"
+#include "base/prefetch.h"
 #include "link/mailbox.h"
 
 namespace gyre {
@@ -177,6 +178,7 @@ class OneShot {
     }
   } unchecked_;
   bool checking_ = false;  // inside checkUnchecked (its waits call it no further)
+  bool prefetchWrites_ = canPrefetchForWrite();
 };
 
 }  // namespace gyre
