@@ -192,6 +192,11 @@ size_t MailboxWindow::bytesFor(int nranks, size_t capacity) {
   return sizeof(WindowHeader) + size_t(nranks) * perRankBytes(capacity);
 }
 
+size_t MailboxWindow::smallBytesFor(size_t capacity) {
+  const size_t small = align64(capacity) / Mailbox::kSmallPerBlock / 64 * 64;
+  return small > MailPost::kInlineBytes ? small : 0;
+}
+
 MailboxWindow::MailboxWindow(void* base, int nranks, size_t capacity, bool format)
     : base_(static_cast<std::byte*>(base)),
       nranks_(nranks),
@@ -223,8 +228,7 @@ Mailbox MailboxWindow::mailbox(int rank) const {
   m.failure = std::launder(reinterpret_cast<MailFailure*>(at));
   at += sizeof(MailFailure);
   for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * align64(capacity_);
-  const size_t small = align64(capacity_) / Mailbox::kSmallPerBlock / 64 * 64;
-  m.smallBytes = small > MailPost::kInlineBytes ? small : 0;
+  m.smallBytes = smallBytesFor(capacity_);
   return m;
 }
 

@@ -106,6 +106,8 @@ class MailboxWindow {
  public:
   // The bytes a window of `nranks` mailboxes, each post holding up to `capacity` bytes, takes.
   static size_t bytesFor(int nranks, size_t capacity);
+  // The largest payload a post keeps in its own piece of the data blocks (Mailbox::smallBytes).
+  static size_t smallBytesFor(size_t capacity);
 
   MailboxWindow() = default;
   // Over mapped memory of bytesFor(nranks, capacity): `format` writes the header (the creator,

@@ -86,27 +86,31 @@ constexpr double kNetAlphaUs = 15.0;
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
 constexpr double kOneShotStep = 0.3;
 
-// Where ranks share cores, the ranks of a window broadcast or reduce that only post (its root,
-// its non-roots) run up to 64 calls ahead while the payload is inlined in the post, but only
-// kMailData calls once it needs a data block: then they wait for readers the scheduler has not
-// run, which share their cores, while a slot algorithm's senders run a link's slots ahead.
-// A gather's non-roots and a scatter's root stall the same way, and there the flat tree, whose
-// root takes (or gives) each rank's block in turn through the links, beat the window at every
-// size measured, inlined posts included (long runs at n = 4 and 8 on 2 cores: gather 0.86 and
-// 1.76 us against 2.18 and 5.99 at 64 B, scatter 1.31 and 2.44 against 2.24 and 4.12 at 32
-// KiB; docs/tuning.md), until a gather's posts reach 16 KiB a rank: 64 and 32 KiB a rank went
-// through the window 3.0 and 2.2 times faster.
+// Where ranks share cores, the ranks of a window call that only post (a broadcast's or a
+// scatter's root, a reduce's or a gather's non-roots) run up to 64 calls ahead while the
+// payload fits the post or its own piece of the data blocks (`smallPost`, 2 KiB at the default
+// 64 KiB), but only kMailData calls once it fills a data block: then they wait for readers the
+// scheduler has not run, which share their cores, while a slot algorithm's senders run a
+// link's slots ahead. There the flat tree beat the window's gathers and scatters (long runs at
+// n = 4 and 8 on 2 cores, scatter 1.31 and 2.44 against 2.24 and 4.12 us at 32 KiB;
+// docs/tuning.md), until a gather's posts reach 16 KiB a rank: 64 and 32 KiB a rank went
+// through the window 3.0 and 2.2 times faster. Posts in the piece went through the window
+// faster than through the links at 8 B-512 B a rank (gather at n = 8: 0.88-0.96 against
+// 1.67-1.72 us; docs/tuning.md).
 constexpr size_t kSharedCoresGatherPostFrom = 16 << 10;
-bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n) {
+bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n,
+                        size_t smallPost) {
   if (!link.coresShared) return false;
   switch (coll) {
     case Collective::broadcast:
     case Collective::reduce:
-      return bytes > MailPost::kInlineBytes;
-    case Collective::gather:
-      return bytes / size_t(n) < kSharedCoresGatherPostFrom;
     case Collective::scatter:
-      return true;
+      return bytes > std::max(smallPost, MailPost::kInlineBytes);
+    case Collective::gather: {
+      const size_t post = bytes / size_t(n);
+      return post > std::max(smallPost, MailPost::kInlineBytes) &&
+             post < kSharedCoresGatherPostFrom;
+    }
     default:
       return false;
   }
@@ -188,6 +192,7 @@ LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
 
 void Tuner::setOneShot(size_t capacity) {
   oneShotCapacity_ = capacity;
+  smallPost_ = MailboxWindow::smallBytesFor(capacity);
 }
 
 void Tuner::setDirectRead(bool available) {
@@ -283,7 +288,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     if (oneShotCapacity_ == 0 || bytes == 0 || perRank > oneShotCapacity_) return -1;
     // Such a broadcast took 1.6 times the ring's time at n = 4 on 2 cores from 32 B to 64 KiB
     // (docs/tuning.md): not even forced.
-    if (coll == Collective::broadcast && windowPostersStall(link_, coll, bytes, n)) return -1;
+    if (coll == Collective::broadcast && windowPostersStall(link_, coll, bytes, n, smallPost_)) {
+      return -1;
+    }
     double moved = 0;
     switch (coll) {
       case Collective::all_reduce:
@@ -438,7 +445,7 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
     return false;
   }
   if (a == Algorithm::oneshot && coll != Collective::broadcast &&
-      windowPostersStall(link_, coll, bytes, n)) {
+      windowPostersStall(link_, coll, bytes, n, smallPost_)) {
     return false;
   }
   if (a == Algorithm::ring && link_.chainsWaitForCores &&

@@ -135,6 +135,7 @@ class Tuner {
   int hosts_ = 1;
   int localRanks_ = 1;
   size_t oneShotCapacity_ = 0;
+  size_t smallPost_ = 0;  // the largest payload a post keeps in its piece of the data blocks
   bool directRead_ = false;
   bool kernelCopySlow_ = false;
   size_t chunkBytes_;

@@ -220,16 +220,20 @@ TEST_CASE("ranks sharing cores, pinned in blocks: broadcasts and reduces take th
   }
 }
 
-TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post") {
+TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post's piece") {
   Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
   Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
   roomy.setOneShot(64 * 1024);
   sleeping.setOneShot(64 * 1024);
-  // Beyond the inlined payload the root waits for readers on its own core every two calls.
-  CHECK(sleeping.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::oneshot);
-  CHECK(sleeping.choose(Collective::broadcast, MailPost::kInlineBytes, 4).algorithm ==
-        Algorithm::oneshot);
-  CHECK(sleeping.choose(Collective::broadcast, 32, 4).algorithm != Algorithm::oneshot);
+  // Beyond the post's piece of the data blocks (2 KiB) the root waits for readers on its own
+  // core every two calls.
+  const size_t piece = MailboxWindow::smallBytesFor(64 * 1024);
+  CHECK(piece == 2048);
+  for (size_t bytes : {size_t(8), MailPost::kInlineBytes, size_t(32), piece}) {
+    CAPTURE(bytes);
+    CHECK(sleeping.choose(Collective::broadcast, bytes, 4).algorithm == Algorithm::oneshot);
+  }
+  CHECK(sleeping.choose(Collective::broadcast, piece + 8, 4).algorithm != Algorithm::oneshot);
   CHECK(sleeping.choose(Collective::broadcast, 16 * 1024, 4).algorithm != Algorithm::oneshot);
   // The other window collectives, and every one where ranks have cores, are unchanged.
   CHECK(sleeping.choose(Collective::all_gather, 16 * 1024, 4).algorithm == Algorithm::oneshot);
@@ -332,15 +336,20 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
       CHECK(links.choose(Collective::scatter, size_t(16) << 20, n).algorithm == Algorithm::tree);
     }
   }
-  // Ranks sharing cores: a reduce uses the window only while its payload fits in the post.
+  // Ranks sharing cores: a reduce and a scatter use the window only while the post fits in
+  // the post's piece of the data blocks (2 KiB); a gather also from 16 KiB a rank (the flat
+  // tree between).
   Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
   shared.setOneShot(64 << 10);
-  CHECK(shared.choose(Collective::reduce, 8, 4).algorithm == Algorithm::oneshot);
-  CHECK(shared.choose(Collective::reduce, MailPost::kInlineBytes + 4, 4).algorithm !=
-        Algorithm::oneshot);
+  for (size_t bytes : {size_t(8), MailPost::kInlineBytes + 4, size_t(2048)}) {
+    CAPTURE(bytes);
+    CHECK(shared.choose(Collective::reduce, bytes, 4).algorithm == Algorithm::oneshot);
+    CHECK(shared.choose(Collective::scatter, bytes, 4).algorithm == Algorithm::oneshot);
+    CHECK(shared.choose(Collective::gather, 4 * bytes, 4).algorithm == Algorithm::oneshot);
+  }
+  CHECK(shared.choose(Collective::reduce, 2048 + 8, 4).algorithm != Algorithm::oneshot);
   CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
-  // A gather only from 16 KiB a rank; a scatter never (the flat tree instead).
-  for (size_t perRank : {size_t(8), size_t(1024), size_t(8) << 10}) {
+  for (size_t perRank : {size_t(2048 + 8), size_t(8) << 10}) {
     CHECK(shared.choose(Collective::gather, 4 * perRank, 4).algorithm == Algorithm::tree);
     CHECK(shared.choose(Collective::scatter, 4 * perRank, 4).algorithm == Algorithm::tree);
   }
