@@ -428,10 +428,10 @@ constexpr Algorithm kAll[] = {
     Algorithm::dissemination, Algorithm::hierarchical, Algorithm::oneshot,  Algorithm::directRead};
 }
 
-// Where ranks share cores, a window reduce whose posters stall took twice the chain's time
-// (n = 4 and 8 on 2 cores, 64 B), one inlined in the post 0.4 times (8 B); small gathers and
-// scatters took twice the flat tree's. The tuner leaves those, and reduces and small broadcasts,
-// to the links there (GYRE_ALGO still forces any; docs/tuning.md).
+// Where ranks share cores, a window reduce whose posters stall (its payload fills a data
+// block) took twice the chain's time (n = 4 and 8 on 2 cores), and such gathers and scatters
+// twice the flat tree's. The tuner leaves those to the links there (GYRE_ALGO still forces a
+// reduce, gather or scatter; docs/tuning.md).
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
