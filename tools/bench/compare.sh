@@ -41,6 +41,11 @@ done
 if ((render_only)); then
   [ -n "$out" ] && [ -f "$out/placement.txt" ] || { echo "-R needs -o DIR of a finished run"; exit 2; }
 fi
+# The logs are appended to: a folder that holds another run's would mix the two runs' rows.
+if ((!render_only)) && [ -n "$out" ] && compgen -G "$out/gyre_*.txt" >/dev/null; then
+  echo "$out holds the logs of an earlier run: give a new or empty folder (-R redraws one)"
+  exit 2
+fi
 out=${out:-$(mktemp -d /tmp/gyre-compare.XXXXXX)}
 mkdir -p "$out"
 [ -x "$build/tools/gyre-bench" ] || { echo "build gyre first (cmake --build $build)"; exit 1; }
