@@ -75,8 +75,10 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   block_ = int(calls_ % kMailData);
   // Checks the calls it went on from whose post (or data) this call overwrites: the others may
   // wait for this rank to have finished those.
-  if (!unchecked_.empty()) checkUnchecked(ctx, reuses(bytes), /*probe=*/false);
-  if (!unchecked_.empty() && calls_ % kCheckEvery == 0) checkUnchecked(ctx, 0, /*probe=*/true);
+  // Every kCheckEvery calls it also checks the later ones whose posts are there.
+  if (!unchecked_.empty()) {
+    checkUnchecked(ctx, reuses(payloadKind(bytes)), /*probe=*/calls_ % kCheckEvery == 0);
+  }
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
   auto reduceAll = [&](size_t at, size_t count) {
@@ -242,8 +244,8 @@ OneShot::Payload OneShot::payloadKind(uint32_t bytes) const {
   return bytes <= self_.smallBytes ? Payload::small : Payload::block;
 }
 
-uint64_t OneShot::reuses(uint32_t bytes) const {
-  switch (payloadKind(bytes)) {
+uint64_t OneShot::reuses(Payload where) const {
+  switch (where) {
     case Payload::inlined:
       return postUse_[post_];
     case Payload::small:
@@ -254,8 +256,8 @@ uint64_t OneShot::reuses(uint32_t bytes) const {
   return std::max(postUse_[post_], dataUse_[block_]);
 }
 
-std::byte* OneShot::payloadIn(const Mailbox& box, int slot, uint32_t bytes) const {
-  switch (payloadKind(bytes)) {
+std::byte* OneShot::payloadIn(const Mailbox& box, int slot, Payload where) const {
+  switch (where) {
     case Payload::inlined:
       return box.posts[slot].inlined;
     case Payload::small:
@@ -266,10 +268,22 @@ std::byte* OneShot::payloadIn(const Mailbox& box, int slot, uint32_t bytes) cons
   return box.data[block_];
 }
 
+void OneShot::prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes,
+                            bool forWrite) const {
+  const int ahead = (slot + kPrefetchCalls) % kMailPosts;
+  auto prefetch = [forWrite](const void* line) {
+    forWrite ? prefetchForWrite(line) : prefetchForRead(line);
+  };
+  prefetch(&box.posts[ahead]);
+  if (where != Payload::small) return;
+  for (size_t at = 0; at < bytes; at += 64) prefetch(box.small(ahead) + at);
+}
+
 void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind) {
   // The post (and its data) is free once every rank has finished the call that used it last.
   // A rank's done word moves every call; it is read only when what is known falls short.
-  const uint64_t need = reuses(bytes);
+  const Payload where = payloadKind(bytes);
+  const uint64_t need = reuses(where);
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
     MailState& state = *boxes_[size_t(r)].state;
@@ -281,21 +295,15 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
         state.finished);
   }
   MailPost& p = self_.posts[post_];
-  if (bytes > 0) copyBytes(payloadIn(self_, post_, bytes), payload, bytes);
+  if (bytes > 0) copyBytes(payloadIn(self_, post_, where), payload, bytes);
   p.meta.setOp(ctx.desc);
   p.meta.bytes = bytes;
   p.kind = kind;
   p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
   notifyAll(p.flag, self_.state->sleepers);
   postUse_[post_] = ctx.desc.seq;
-  if (prefetchWrites_) {
-    const int ahead = (post_ + kPrefetchCalls) % kMailPosts;
-    prefetchForWrite(&self_.posts[ahead]);
-    if (payloadKind(bytes) == Payload::small) {
-      for (size_t at = 0; at < bytes; at += 64) prefetchForWrite(self_.small(ahead) + at);
-    }
-  }
-  switch (payloadKind(bytes)) {
+  if (prefetchWrites_) prefetchAhead(self_, post_, where, bytes, /*forWrite=*/true);
+  switch (where) {
     case Payload::inlined:
       break;
     case Payload::small:
@@ -312,13 +320,10 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
   Mailbox& box = boxes_[size_t(peer)];
   MailPost& p = box.posts[slot];
   const auto want = uint32_t(call.seq);
+  const Payload where = payloadKind(bytes);
   if (peer != rank_) {
     if (!late && p.flag.load(std::memory_order_acquire) == want) {
-      const int ahead = (slot + kPrefetchCalls) % kMailPosts;
-      prefetchForRead(&box.posts[ahead]);
-      if (payloadKind(bytes) == Payload::small) {
-        for (size_t at = 0; at < bytes; at += 64) prefetchForRead(box.small(ahead) + at);
-      }
+      prefetchAhead(box, slot, where, bytes, /*forWrite=*/false);
     }
     waitUntil(
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
@@ -328,7 +333,7 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
     }
   }
   // A deferred check reads only the header: the payload may be gone.
-  return payloadIn(box, slot, bytes);
+  return payloadIn(box, slot, where);
 }
 
 void OneShot::failDisagreement(const OpContext& ctx, const OpDesc& call, int peer,

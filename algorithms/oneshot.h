@@ -95,11 +95,14 @@ class OneShot {
   // Where a payload of `bytes` lies (link/mailbox.h): inlined in the post, in the post's small
   // piece of the data blocks, or filling the call's data block; the seq of the last call whose
   // post or data this call's overwrites; where in `box` the payload of post `slot` lies (the
-  // data block: this call's).
+  // data block: this call's); prefetches `box`'s post (and small payload) kPrefetchCalls after
+  // `slot`, for reading or for writing.
   enum class Payload { inlined, small, block };
   Payload payloadKind(uint32_t bytes) const;
-  uint64_t reuses(uint32_t bytes) const;
-  std::byte* payloadIn(const Mailbox& box, int slot, uint32_t bytes) const;
+  uint64_t reuses(Payload where) const;
+  std::byte* payloadIn(const Mailbox& box, int slot, Payload where) const;
+  void prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes,
+                     bool forWrite) const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
   // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on

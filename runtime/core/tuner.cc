@@ -101,15 +101,15 @@ constexpr size_t kSharedCoresGatherPostFrom = 16 << 10;
 bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n,
                         size_t smallPost) {
   if (!link.coresShared) return false;
+  const size_t runsAhead = std::max(smallPost, MailPost::kInlineBytes);  // the largest such post
   switch (coll) {
     case Collective::broadcast:
     case Collective::reduce:
     case Collective::scatter:
-      return bytes > std::max(smallPost, MailPost::kInlineBytes);
+      return bytes > runsAhead;
     case Collective::gather: {
       const size_t post = bytes / size_t(n);
-      return post > std::max(smallPost, MailPost::kInlineBytes) &&
-             post < kSharedCoresGatherPostFrom;
+      return post > runsAhead && post < kSharedCoresGatherPostFrom;
     }
     default:
       return false;
