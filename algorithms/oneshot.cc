@@ -236,7 +236,7 @@ void OneShot::publishDone() {
   // Only this rank writes it: no read-modify-write, which would stall on the line's readers.
   auto& finished = self_.state->finished;
   finished.store(finished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  notifyAll(self_.state->finished, self_.state->sleepers);
+  notifyAll(self_.state->finished, self_.state->sleepers, wakeOrder_);
 }
 
 OneShot::Payload OneShot::payloadKind(uint32_t bytes) const {
@@ -300,7 +300,7 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
   p.meta.bytes = bytes;
   p.kind = kind;
   p.flag.store(uint32_t(ctx.desc.seq), std::memory_order_release);
-  notifyAll(p.flag, self_.state->sleepers);
+  notifyAll(p.flag, self_.state->sleepers, wakeOrder_);
   postUse_[post_] = ctx.desc.seq;
   if (prefetchWrites_) prefetchAhead(self_, post_, where, bytes, /*forWrite=*/true);
   switch (where) {
@@ -376,7 +376,7 @@ void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint6
 void OneShot::publishReads(uint64_t seq) {
   self_.state->readsDone.store(seq, std::memory_order_release);
   self_.state->readsMoved.fetch_add(1, std::memory_order_release);
-  notifyAll(self_.state->readsMoved, self_.state->sleepers);
+  notifyAll(self_.state->readsMoved, self_.state->sleepers, wakeOrder_);
 }
 
 void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t seq) {
@@ -404,7 +404,7 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
     // The first trip waits for rank 1 to come, as any wait of a call; the others are timed.
     uint32_t ball = placementBall(round, 1);
     zero.probe.store(ball, std::memory_order_release);
-    notifyAll(zero.probe, zero.sleepers);
+    notifyAll(zero.probe, zero.sleepers, wakeOrder_);
     waitUntil(
         ctx, 1, "the placement probe's answer from",
         [&] { return one.probe.load(std::memory_order_acquire) == ball; }, one.probe);
@@ -427,7 +427,7 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
     const uint32_t figure = ball == 0 ? 0 : uint32_t(std::lround(std::max(fastest, 1.0)));
     zero.probeNs.store(figure, std::memory_order_relaxed);
     zero.probe.store(done, std::memory_order_release);
-    notifyAll(zero.probe, zero.sleepers);
+    notifyAll(zero.probe, zero.sleepers, wakeOrder_);
     return figure;
   }
   if (rank_ == 1) {
@@ -442,7 +442,7 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
       waitUntil(ctx, 0, "the placement probe's ball from", arrived, zero.probe);
       if (seen == done) break;
       self_.state->probe.store(seen, std::memory_order_release);
-      if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers);
+      if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers, wakeOrder_);
     }
   } else {
     waitUntil(
@@ -451,7 +451,7 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
   }
   const uint32_t figure = zero.probeNs.load(std::memory_order_relaxed);
   self_.state->probeSeen.store(round, std::memory_order_release);
-  notifyAll(self_.state->probeSeen, self_.state->sleepers);
+  notifyAll(self_.state->probeSeen, self_.state->sleepers, wakeOrder_);
   return figure;
 }
 
@@ -470,7 +470,8 @@ void OneShot::markFailed(const Status& s) {
   f.code.store(uint32_t(s.code == Code::success ? Code::internal : s.code),
                std::memory_order_release);
   // Wake every sleeper on our posts: they look at the failure records next.
-  for (int b = 0; b < kMailPosts; ++b) notifyAll(self_.posts[b].flag, self_.state->sleepers);
+  for (int b = 0; b < kMailPosts; ++b)
+    notifyAll(self_.posts[b].flag, self_.state->sleepers, wakeOrder_);
 }
 
 void OneShot::waitAsleep(const OpContext& ctx, int peer, const char* what,
@@ -526,7 +527,7 @@ void OneShot::waitAsleep(const OpContext& ctx, int peer, const char* what,
     // Short slices: the failure records, the abort word and the peer's process get a look.
     const auto until =
         std::min({ctx.deadline, nextLivenessCheck, now + std::chrono::milliseconds(20)});
-    sleepWhileEqual(word, boxes_[size_t(peer)].state->sleepers, seen, until);
+    sleepWhileEqual(word, boxes_[size_t(peer)].state->sleepers, seen, until, wakeOrder_);
   }
 }
 

@@ -58,6 +58,11 @@ class OneShot {
   // (every rank may read and write every other's memory).
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
+  // Wakes a rank asleep on this one's words without a fence in every post and every done
+  // (base/wait.h: WakeOrder::sleeperBarrier): only once every rank of the window registered
+  // for the sleepers' barriers, which every rank's waits then use.
+  void useSleeperBarriers() { wakeOrder_ = WakeOrder::sleeperBarrier; }
+  bool usesSleeperBarriers() const { return wakeOrder_ == WakeOrder::sleeperBarrier; }
   uint64_t directReads() const { return directReads_; }
   uint64_t calls() const { return calls_; }  // every call run, the direct reads included
 
@@ -149,6 +154,7 @@ class OneShot {
   MailboxWindow window_;
   int rank_;
   bool directRead_ = false;
+  WakeOrder wakeOrder_ = WakeOrder::notifierFence;
   uint64_t directReads_ = 0;           // calls run by runDirectRead
   uint32_t probeRound_ = 0;            // remeasurePlacement calls so far
   std::vector<uint64_t> peerInputs_;   // the direct read: where each rank's input lies

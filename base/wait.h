@@ -29,11 +29,27 @@ void notifyAll(WaitWord& word);
 // a change of the value or a spurious wake-up; callers re-check their condition.
 void sleepWhileEqual(WaitWord& word, uint32_t observed, Clock::time_point until);
 
+// Who pays for the order a wake-up needs: the notifier's store to the value must be visible
+// before it reads the count of sleepers, as the sleeper's increment is before its look at the
+// value. `notifierFence`: the notifier fences, on every notify (a store it makes to a line
+// another CPU reads then waits for that line). `sleeperBarrier`: the notifier only keeps the
+// compiler from reordering, and a sleeper, before its look, makes every CPU that runs a
+// registered process pass a full barrier (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED,
+// microseconds): sound only where every process that notifies on the word has registered
+// (registerSleeperBarriers) and every sleeper on it uses sleeperBarrier too.
+enum class WakeOrder { notifierFence, sleeperBarrier };
+
+// Registers this process for the sleepers' barriers (once; later calls return the first
+// answer): false where the kernel lacks or refuses them.
+bool registerSleeperBarriers();
+
 // The same for a value and a count of its sleepers kept apart (the value shares its cache
 // line with data, the count does not).
-void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers);
+void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
+               WakeOrder order = WakeOrder::notifierFence);
 void sleepWhileEqual(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
-                     uint32_t observed, Clock::time_point until);
+                     uint32_t observed, Clock::time_point until,
+                     WakeOrder order = WakeOrder::notifierFence);
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

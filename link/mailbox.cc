@@ -30,7 +30,7 @@ struct alignas(64) WindowHeader {
   uint32_t reserved;
   uint64_t capacity;
 };
-constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '7'};
+constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '8'};
 
 size_t perRankBytes(size_t capacity) {
   return kMailPosts * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) +

@@ -169,6 +169,9 @@ class Communicator {
   // (diagnostics and tests).
   uint64_t windowCalls() const;
   uint64_t directReads() const;
+  // Whether the window wakes its sleepers without a fence in every notify (base/wait.h:
+  // WakeOrder::sleeperBarrier; diagnostics and tests).
+  bool windowSleeperBarriers() const;
   // The placement probes during calls so far, how many found the CPUs moved, and whether the
   // tuner now prices shared memory for CPUs far apart (diagnostics and tests).
   PlacementProbes placementProbes() const;

@@ -79,8 +79,9 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     return;
   }
   offer = offers[0];
-  // Rank 0's also carries the round trip it measured and how often calls measure it again.
-  std::string mine = "1";
+  // Whether this rank takes part in the sleepers' barriers (base/wait.h), then rank 0's also
+  // carries the round trip it measured and how often calls measure it again.
+  std::string mine = registerSleeperBarriers() ? "1b" : "1f";
   try {
     if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
@@ -122,8 +123,16 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   enableDirectRead();
   // Rank 0's figures, so every rank prices its calls alike and probes at the same calls.
   long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0;
-  if (all[0].size() > 2) {
-    std::sscanf(all[0].c_str() + 2, "%ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent);
+  if (all[0].size() > 3) {
+    std::sscanf(all[0].c_str() + 3, "%ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent);
+  }
+  // Wakes without a notifier's fence only where every rank's sleeps order themselves.
+  if (std::all_of(all.begin(), all.end(), [](const std::string& a) { return a[1] == 'b'; })) {
+    oneShot->useSleeperBarriers();
+  } else if (config.rank == 0) {
+    GYRE_LOG(info, who() +
+                       ": the host window fences every wake-up: not every rank could "
+                       "register for membarrier's global barriers");
   }
   // Where the kernel's copy is much slower than a memcpy, two copies through slots beat one
   // through the kernel: no single copy, and no direct read unless forced (docs/tuning.md).
@@ -203,6 +212,11 @@ PlacementProbes Communicator::placementProbes() const {
 uint64_t Communicator::windowCalls() const {
   std::lock_guard lock(impl_->opMutex);
   return impl_->oneShot ? impl_->oneShot->calls() : 0;
+}
+
+bool Communicator::windowSleeperBarriers() const {
+  std::lock_guard lock(impl_->opMutex);
+  return impl_->oneShot && impl_->oneShot->usesSleeperBarriers();
 }
 
 uint64_t Communicator::directReads() const {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/wait.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
@@ -97,5 +98,46 @@ TEST_CASE("window: posters run ahead through inlined, small and whole-block payl
     // past an inlined payload go through the links (runtime/core/tuner.cc), and so do scatters
     // whose whole buffer passes the post's 64 KiB.
     CHECK(job.comm(r).windowCalls() >= uint64_t(calls / 2));
+  }
+}
+
+TEST_CASE("window: ranks asleep for a late one wake at its post, exact") {
+  const int n = 3, calls = 60;
+  constexpr int64_t kPoison = -0x5a5a5a5a5a5a5a5;
+  CommConfig config = test::tinySlots();
+  config.algorithm = "oneshot";
+  config.spin = std::chrono::microseconds(20);  // a wait of a millisecond sleeps
+  test::ThreadJob job(n, config, "window-asleep");
+  std::vector<std::string> wrong(n);
+  job.run([&](Communicator& c, int r) {
+    for (int k = 0; k < calls && wrong[size_t(r)].empty(); ++k) {
+      // Each call one rank comes a millisecond late: the others wait for its post asleep, and
+      // its post (or done) must wake them.
+      if (r == k % n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const size_t count = k % 2 == 0 ? 2 : 40;  // inlined, and in the post's piece
+      std::vector<int64_t> in(count), out(count, kPoison);
+      for (size_t i = 0; i < count; ++i) in[i] = valueOf(r, k, i);
+      if (k % 3 == 2) {
+        c.broadcast(in.data(), out.data(), count, DataType::i64, (k / 3) % n);
+        for (size_t i = 0; i < count && wrong[size_t(r)].empty(); ++i) {
+          if (out[i] != valueOf((k / 3) % n, k, i)) wrong[size_t(r)] = "broadcast";
+        }
+      } else {
+        c.allReduce(in.data(), out.data(), count, DataType::i64, RedOp::sum);
+        for (size_t i = 0; i < count && wrong[size_t(r)].empty(); ++i) {
+          if (out[i] != valueOf(0, k, i) + valueOf(1, k, i) + valueOf(2, k, i)) {
+            wrong[size_t(r)] = "all-reduce";
+          }
+        }
+      }
+      if (!wrong[size_t(r)].empty()) wrong[size_t(r)] += " wrong at call " + std::to_string(k);
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK_MESSAGE(wrong[size_t(r)].empty(), "rank " << r << ": " << wrong[size_t(r)]);
+    CHECK(job.comm(r).windowCalls() == uint64_t(calls));
+    // Their wakes go without the notifiers' fences wherever the kernel gives every rank the
+    // sleepers' barriers (base/wait.h).
+    CHECK(job.comm(r).windowSleeperBarriers() == registerSleeperBarriers());
   }
 }

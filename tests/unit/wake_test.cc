@@ -1,8 +1,9 @@
-// Sleeping and waking (base/wait.h): every notify reaches a sleeper. Two threads hand a turn
-// back and forth through two words, each asleep at once (no busy phase), so every hand-over
-// meets the other side on its way into the futex or asleep in it. A lost wake-up shows as a
-// sleep that lasts to its far deadline: each must end long before it. (The store-load race the
-// notifier's fence closes is too narrow to hit at will: a build without it passed here too.)
+// Sleeping and waking (base/wait.h): every notify reaches a sleeper, whichever side orders
+// it (the notifier's fence, or the sleeper's membarrier). Two threads hand a turn back and
+// forth through two words, each asleep at once (no busy phase), so every hand-over meets the
+// other side on its way into the futex or asleep in it. A lost wake-up shows as a sleep that
+// lasts to its far deadline: each must end long before it. (The store-load race the order
+// closes is too narrow to hit at will: a build without the fence passed here too.)
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -24,9 +25,7 @@ struct alignas(64) Count {
   std::atomic<uint32_t> sleepers{0};
 };
 
-}  // namespace
-
-TEST_CASE("wake-ups: every hand-over between two sleeping threads wakes the sleeper") {
+void handOver(gyre::WakeOrder order) {
   constexpr uint32_t kTurns = 20000;
   constexpr auto kDeadline = 10s;  // a lost wake-up sleeps to here
   constexpr auto kLongestFair = 2s;
@@ -38,7 +37,7 @@ TEST_CASE("wake-ups: every hand-over between two sleeping threads wakes the slee
   auto await = [&](Word& word, Count& count, uint32_t observed) {
     while (word.value.load(std::memory_order_acquire) == observed) {
       const auto start = Clock::now();
-      gyre::sleepWhileEqual(word.value, count.sleepers, observed, start + kDeadline);
+      gyre::sleepWhileEqual(word.value, count.sleepers, observed, start + kDeadline, order);
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       if (s > longestSeconds.load()) longestSeconds.store(s);
       if (Clock::now() - start >= kLongestFair) return false;
@@ -72,4 +71,19 @@ TEST_CASE("wake-ups: every hand-over between two sleeping threads wakes the slee
   MESSAGE("the longest sleep: " << longestSeconds.load() * 1e3 << " ms");
   CHECK_MESSAGE(lost.empty(), lost);
   CHECK_MESSAGE(lostByOther.empty(), lostByOther);
+}
+
+}  // namespace
+
+TEST_CASE("wake-ups: every hand-over between two sleeping threads wakes the sleeper") {
+  SUBCASE("the notifier fences") {
+    handOver(gyre::WakeOrder::notifierFence);
+  }
+  SUBCASE("the sleeper makes every CPU pass a barrier") {
+    if (!gyre::registerSleeperBarriers()) {
+      MESSAGE("skipped: the kernel refuses membarrier's global expedited barriers");
+      return;
+    }
+    handOver(gyre::WakeOrder::sleeperBarrier);
+  }
 }
