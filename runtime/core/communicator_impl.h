@@ -13,6 +13,7 @@
 #include "algorithms/host_prims.h"
 #include "algorithms/oneshot.h"
 #include "algorithms/peer_recorder.h"
+#include "base/call_lock.h"
 #include "base/function_ref.h"
 #include "runtime/core/channel_workers.h"
 #include "runtime/core/communicator.h"
@@ -78,7 +79,7 @@ struct Communicator::Impl {
   std::vector<std::byte> groupStaging;     // fused all-reduces of groups
   ChannelWorkers channelWorkers;           // channels 1.. of multi-channel calls (under opMutex)
 
-  std::mutex opMutex;
+  CallLock opMutex;  // every call and every look at the call state
   uint64_t seq = 0;
   std::vector<uint64_t> sentTo, receivedFrom;  // point-to-point sequence numbers per peer
   std::unordered_set<int> loggedChoices;       // (collective, algorithm, size class) logged once
