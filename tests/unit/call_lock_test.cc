@@ -2,6 +2,7 @@
 // contend, and a holder's writes seen by the next; try_lock fails while it is held.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,4 +42,30 @@ TEST_CASE("call lock: try_lock fails while held and succeeds once released") {
     if (other) lock.unlock();
   }).join();
   CHECK(other);
+}
+
+TEST_CASE("call lock: a thread calling in a tight loop does not keep another out") {
+  constexpr long kLoopRounds = 20'000'000;
+  constexpr int kTurns = 100;
+  gyre::CallLock lock;
+  std::atomic<bool> stop{false};
+  std::atomic<long> loopRounds{0};
+  std::thread looping([&] {
+    long r = 0;
+    for (; r < kLoopRounds && !stop.load(std::memory_order_relaxed); ++r) {
+      lock.lock();
+      lock.unlock();
+    }
+    loopRounds = r;
+  });
+  int turns = 0;
+  for (; turns < kTurns; ++turns) {
+    std::lock_guard hold(lock);
+  }
+  stop = true;
+  looping.join();
+  // The lock is free between the loop's calls, and the other thread's polls must find it so
+  // long before the loop runs out of rounds.
+  CHECK(turns == kTurns);
+  CHECK(loopRounds.load() < kLoopRounds);
 }
