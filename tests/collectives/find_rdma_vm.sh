@@ -45,10 +45,11 @@ split_console() {
 # run_in_guest RUN_ARGS...: "$kit" run RUN_ARGS (its options, then -- COMMAND), streaming
 # COMMAND's output; returns its status. The emulated guest can wedge: under TCG on a busy host
 # its kernel's timers can stop, which its console reports as an RCU stall, and the command then
-# waits forever. A guest whose console reported a stall and whose command has printed nothing
-# for GYRE_GUEST_QUIET_S seconds (default 180; a healthy run here is never quiet for 60) is
-# stopped and a fresh one booted, once; a second wedge returns 1, saying so. A command that is
-# only quiet, with no stall, is left to its own timeouts and the kit's.
+# waits forever; or it can hang before its kernel prints a line. A guest whose console reported
+# a stall, or is still empty, and whose command has printed nothing for GYRE_GUEST_QUIET_S
+# seconds (default 180; a healthy run here is never quiet for 60) is stopped and a fresh one
+# booted, once; a second wedge returns 1, saying so. A command that is only quiet, with no
+# stall, is left to its own timeouts and the kit's.
 run_in_guest() {
   local quiet=${GYRE_GUEST_QUIET_S:-180} dir attempt status=0
   local stall="rcu.*(stall|timer wakeup didn't happen)|soft lockup"
@@ -66,7 +67,7 @@ run_in_guest() {
       if [ "$now" != "$size" ]; then
         size=$now
         last=$SECONDS
-      elif ((SECONDS - last >= quiet)) && grep -qE "$stall" "$dir/console"; then
+      elif ((SECONDS - last >= quiet)) && { grep -qE "$stall" "$dir/console" || [ ! -s "$dir/console" ]; }; then
         wedged=1
         kill -TERM "$pid"
         break
@@ -76,12 +77,16 @@ run_in_guest() {
     wait "$pid" || status=$?
     wait # the output's filters
     ((wedged)) || break
-    echo "rdma-vm guest wedged: its kernel reported a stall and the command printed nothing" \
-      "for ${quiet} s (attempt $attempt of 2); its console:"
-    grep -m 3 -E "$stall" "$dir/console"
-    tail -n 5 "$dir/console"
+    if [ -s "$dir/console" ]; then
+      echo "rdma-vm guest wedged: its kernel reported a stall and the command printed nothing" \
+        "for ${quiet} s (attempt $attempt of 2); its console:"
+      grep -m 3 -E "$stall" "$dir/console"
+      tail -n 5 "$dir/console"
+    else
+      echo "rdma-vm guest wedged: its kernel printed nothing in ${quiet} s (attempt $attempt of 2)"
+    fi
     if ((attempt == 2)); then
-      echo "rdma-vm guest wedged twice in a row: its kernel stalled both times"
+      echo "rdma-vm guest wedged twice in a row"
       status=1
     else
       echo "booting a fresh guest"
