@@ -1,24 +1,14 @@
 #include "base/call_lock.h"
 
-#include <sched.h>
-
-#include <algorithm>
 #include <chrono>
-#include <thread>
 
 namespace gyre {
 
 void CallLock::lockContended() {
-  using std::chrono::microseconds;
-  auto pause = microseconds(1);
-  for (int tries = 0;; ++tries) {
-    if (try_lock()) return;
-    if (tries < 64) {
-      sched_yield();
-    } else {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(2 * pause, microseconds(100));
-    }
+  // No deadline of its own: the holder's call has one. Slices only bound a lost wake-up
+  // where a sleeper's barrier failed (base/wait.cc).
+  while (held_.exchange(1, std::memory_order_acquire) != 0) {
+    sleepWhileEqual(held_, sleepers_, 1, Clock::now() + std::chrono::milliseconds(20), order_);
   }
 }
 

@@ -47,22 +47,19 @@ void notifyAll(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers, Wa
 
 void sleepWhileEqual(std::atomic<uint32_t>& value, std::atomic<uint32_t>& sleepers,
                      uint32_t observed, Clock::time_point until, WakeOrder order) {
-  auto now = Clock::now();
+  const auto now = Clock::now();
   if (until <= now) return;
   sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (order == WakeOrder::sleeperBarrier &&
       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
     // Not ordered after all (the kernel refused): a notify may be missed, so the sleep is
     // short and the caller looks again.
-    until = std::min(until, Clock::now() + std::chrono::milliseconds(1));
+    until = std::min(until, now + std::chrono::milliseconds(1));
   }
   if (value.load(std::memory_order_seq_cst) == observed) {
-    now = Clock::now();
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
-    if (ns > 0) {
-      timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-      futex(&value, FUTEX_WAIT, observed, &ts);
-    }
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    futex(&value, FUTEX_WAIT, observed, &ts);
   }
   sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }

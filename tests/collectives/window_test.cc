@@ -111,8 +111,8 @@ TEST_CASE("window: ranks asleep for a late one wake at its post, exact") {
   std::vector<std::string> wrong(n);
   job.run([&](Communicator& c, int r) {
     for (int k = 0; k < calls && wrong[size_t(r)].empty(); ++k) {
-      // Each call one rank comes a millisecond late: the others wait for its post asleep, and
-      // its post (or done) must wake them.
+      // Each call one rank comes a millisecond late, a slow peer: the others wait for its post
+      // asleep, and its post (or done) must wake them. Nothing waits on the pause itself.
       if (r == k % n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const size_t count = k % 2 == 0 ? 2 : 40;  // inlined, and in the post's piece
       std::vector<int64_t> in(count), out(count, kPoison);
