@@ -97,10 +97,11 @@ int main(int argc, char** argv) {
     char* end;
     const size_t bytes = parseSize(s, &end);
     s = *end == ',' ? end + 1 : end;
-    /* Whole-buffer collectives count the buffer; the others split the whole in n parts. */
-    const size_t count = bytes / sizeof(float) / (coll == kReduce ? 1 : n) * (coll == kReduce ? 1 : n);
-    const size_t part = coll == kReduce ? count : count / n;
-    if (count == 0 || part == 0) continue;
+    /* Whole-buffer collectives count the buffer; the others split the whole in n parts of at
+     * least one element each, as gyre-bench does, so both sides time the same sizes. */
+    size_t part = bytes / sizeof(float) / (coll == kReduce ? 1 : n);
+    if (part == 0) part = 1;
+    const size_t count = coll == kReduce ? part : part * n;
     float* send = malloc(count * sizeof(float));
     float* recv = malloc(count * sizeof(float));
     for (size_t i = 0; i < count; ++i) send[i] = input(rank, i);
