@@ -20,6 +20,10 @@ constexpr int kPrefetchCalls = 4;
 // where they are there, not only when it reuses the post 64 calls on: its done word then
 // follows the others closely and lets them reuse their posts without waiting on it.
 constexpr uint64_t kCheckEvery = 16;
+// A rank waiting for another's done word checks its own calls left unchecked (whose posts have
+// come) at every look where ranks share cores, else every this many looks: the other may wait
+// for this rank's done word in turn, and without the checks both move only at their next calls.
+constexpr uint32_t kCheckWhileWaiting = 32;
 constexpr Clock::duration kFirstPeerCheck = std::chrono::seconds(1);
 constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
 // A stuck waiter looks at the process it waits for this often (a kill(0) and, for a zombie,
@@ -287,10 +291,17 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || knownDone_[size_t(r)] >= need) continue;
     MailState& state = *boxes_[size_t(r)].state;
+    uint32_t looks = 0;
     waitUntil(
         ctx, r, "the end of a previous call at",
         [&] {
-          return (knownDone_[size_t(r)] = state.done.load(std::memory_order_acquire)) >= need;
+          if ((knownDone_[size_t(r)] = state.done.load(std::memory_order_acquire)) >= need) {
+            return true;
+          }
+          if (!unchecked_.empty() && (ctx.busy.yield || ++looks % kCheckWhileWaiting == 0)) {
+            checkUnchecked(ctx, 0, /*probe=*/true);
+          }
+          return false;
         },
         state.finished);
   }
