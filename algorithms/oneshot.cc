@@ -397,8 +397,8 @@ void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t seq) {
       [&] { return state.readsDone.load(std::memory_order_acquire) >= seq; }, state.readsMoved);
 }
 
-uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
-  if (window_.nranks() < 2) return 0;
+uint32_t OneShot::remeasurePlacement(const OpContext& ctx, int partner) {
+  if (window_.nranks() < 2 || partner <= 0 || partner >= window_.nranks()) return 0;
   const uint32_t round = ++probeRound_;
   const uint32_t done = placementBall(round, kPlacementDoneTrip);
   MailState& zero = *boxes_[0].state;
@@ -411,20 +411,21 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
           [&] { return state.probeSeen.load(std::memory_order_acquire) == round - 1; },
           state.probeSeen);
     }
-    MailState& one = *boxes_[1].state;
-    // The first trip waits for rank 1 to come, as any wait of a call; the others are timed.
+    MailState& one = *boxes_[size_t(partner)].state;
+    // The first trip waits for the partner to come, as any wait of a call; the others are timed.
     uint32_t ball = placementBall(round, 1);
     zero.probe.store(ball, std::memory_order_release);
     notifyAll(zero.probe, zero.sleepers, wakeOrder_);
     waitUntil(
-        ctx, 1, "the placement probe's answer from",
+        ctx, partner, "the placement probe's answer from",
         [&] { return one.probe.load(std::memory_order_acquire) == ball; }, one.probe);
     double fastest = 0;
     for (int b = 0; b < kPlacementBatches && ball != 0; ++b) {
       const auto start = Clock::now();
       for (uint32_t i = 0; i < kPlacementTrips && ball != 0; ++i) {
         zero.probe.store(++ball, std::memory_order_release);
-        // Rank 1 answers at once unless it lost its CPU: then nothing is measured this round.
+        // The partner answers at once unless it lost its CPU: then nothing is measured this
+        // round.
         for (uint32_t polls = 1; one.probe.load(std::memory_order_acquire) != ball; ++polls) {
           cpuRelax();
           if (polls % 1024 == 0 && Clock::now() - start > kPlacementTripLimit * (i + 1)) ball = 0;
@@ -441,16 +442,20 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx) {
     notifyAll(zero.probe, zero.sleepers, wakeOrder_);
     return figure;
   }
-  if (rank_ == 1) {
+  if (rank_ == partner) {
     // Echoes each ball until the round is over; rank 0 spins on the echoes, so only the first,
-    // which it may be asleep for, needs a wake.
+    // which it may be asleep for, needs a wake. After the first it polls without yielding its
+    // core, even where ranks share cores: a yield would time the scheduler, not the CPUs.
+    OpContext timed = ctx;
+    timed.busy.yield = false;
+    timed.busy.budget = nullptr;
     for (uint32_t trip = 1;; ++trip) {
       uint32_t seen = 0;
       auto arrived = [&] {
         seen = zero.probe.load(std::memory_order_acquire);
         return seen == placementBall(round, trip) || seen == done;
       };
-      waitUntil(ctx, 0, "the placement probe's ball from", arrived, zero.probe);
+      waitUntil(trip == 1 ? ctx : timed, 0, "the placement probe's ball from", arrived, zero.probe);
       if (seen == done) break;
       self_.state->probe.store(seen, std::memory_order_release);
       if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers, wakeOrder_);

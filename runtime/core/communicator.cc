@@ -295,8 +295,12 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
   LinkCost slowest = allMemory    ? Tuner::sharedMemory(ranksHaveCores)
                      : nHosts > 1 ? Tuner::tcpNetwork(cores, config.netGbits)
                                   : Tuner::tcpLoopback(cores, ranksHaveCores);
-  const bool ranksPinned = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
-  if (ranksPinned) slowest = Tuner::pinnedInBlocks(slowest);
+  ranksPinnedInBlocks = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
+  if (ranksPinnedInBlocks) slowest = Tuner::pinnedInBlocks(slowest);
+  if (config.nranks > 1 && ranksHaveCores) placementPartner = 1;
+  for (int r = 1; ranksPinnedInBlocks && placementPartner < 0 && r < config.nranks; ++r) {
+    if (peers[size_t(r)].cpus != peers[0].cpus) placementPartner = r;
+  }
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
   if (hostBlocks) {
@@ -341,8 +345,8 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
                        transports->address(self) + "; cpus " + formatCpuList(self.cpus) +
                        ", waiters poll " + (spinBudget ? "50-" : "") + std::to_string(spinUs) +
                        " us" + (busy.yield ? " yielding" : "") +
-                       (ranksPinned ? " (ranks share cores, pinned in blocks)" : "") + "; " +
-                       reached + ", rings per call: " + rings);
+                       (ranksPinnedInBlocks ? " (ranks share cores, pinned in blocks)" : "") +
+                       "; " + reached + ", rings per call: " + rings);
   }
 }
 

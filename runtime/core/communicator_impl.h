@@ -58,9 +58,9 @@ struct Communicator::Impl {
   std::vector<Connection*> connectionList;  // the same, flat: what every window call looks at
   std::vector<int> connectedPeers;          // per channel: peers with a connection on it
   std::unique_ptr<Tuner> tuner;
-  // Where ranks 0 and 1 probe where their CPUs sit during calls (host_window.cc): the tuner
-  // for the other placement, swapped in when a probe finds the CPUs moved; the predicted time
-  // between probes (rank 0's setting, 0: never) and how much has passed since the last.
+  // Where ranks 0 and placementPartner probe where their CPUs sit during calls (host_window.cc):
+  // the tuner for the other placement, swapped in when a probe finds the CPUs moved; the predicted
+  // time between probes (rank 0's setting, 0: never) and how much has passed since the last.
   std::unique_ptr<Tuner> otherPlacement;
   double placementProbeUs = 0;
   double sincePlacementProbeUs = 0;
@@ -72,8 +72,12 @@ struct Communicator::Impl {
   // this host over shared memory; null elsewhere.
   ShmSegment windowSegment;
   std::unique_ptr<OneShot> oneShot;
-  BusyPhase busy;                          // of every wait (config.spin resolved)
-  bool ranksHaveCores = false;             // one core per rank on this host
+  BusyPhase busy;                    // of every wait (config.spin resolved)
+  bool ranksHaveCores = false;       // one core per rank on this host
+  bool ranksPinnedInBlocks = false;  // ranks share cores, each block on CPUs of its own
+  // The rank whose CPU rank 0 probes against (host_window.cc): 1 where every rank has a core,
+  // the first rank of another block where ranks are pinned in blocks, else none (-1).
+  int placementPartner = -1;
   std::unique_ptr<SpinBudget> spinBudget;  // busy.budget's: GYRE_SPIN_US unset, a core per rank
   int splits = 0;                          // split() calls so far: names children's namespaces
   std::vector<std::byte> groupStaging;     // fused all-reduces of groups

@@ -33,7 +33,8 @@ struct CommConfig {
   size_t oneShotBytes = 64 * 1024;
   // GYRE_PLACEMENT_PROBE_MS: where every rank has a core, ranks 0 and 1 measure again how far
   // apart their CPUs sit after this much of the tuner's predicted time of calls whose choice
-  // depends on it (rank 0's setting holds for all); 0: only at set-up.
+  // depends on it (where ranks share cores pinned in blocks: rank 0 and the first rank of
+  // another block, ten times less often); rank 0's setting holds for all; 0: only at set-up.
   std::chrono::microseconds placementProbe{std::chrono::milliseconds(10)};
   // GYRE_SLOT_STORES: how a rank fills the shared-memory slots a peer reads: auto (streaming
   // stores while the placement probe finds the CPUs of ranks 0 and 1 far apart, else cached),

@@ -37,6 +37,8 @@ ShmHandle decodeHandle(const std::string& text) {
 // For rank 1 to map the window and answer rank 0's probe (a rank that could not map it never
 // answers: the agreement that follows says why).
 constexpr auto kProbeWait = std::chrono::seconds(2);
+// Ranks that share cores probe during calls this many times less often (GYRE_PLACEMENT_PROBE_MS).
+constexpr double kSharedCoresProbeEvery = 10;
 // A kernel copy of 1 MiB at this many hundredths of a memcpy's time or more counts as slow: the
 // shm single copy and the direct reads were fitted where it took 1.9 times as long and won;
 // at 4.5 times, two copies through slots beat them by up to 2.2 times (docs/tuning.md).
@@ -88,19 +90,21 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     MailState& state = *window.mailbox(config.rank).state;
     state.pid = int32_t(getpid());
     state.pidAddress = reinterpret_cast<uintptr_t>(&state.pid);
-    // Where ranks have cores of their own, how far apart ranks 0's and 1's CPUs sit prices the
-    // algorithms (runtime/core/tuner.h). Ranks that share cores would measure the scheduler:
-    // their round trip goes as 0. The kernel's copy against a memcpy is one core's measure.
+    // How far apart the CPUs of rank 0 and its partner sit: where ranks have cores of their
+    // own it prices the algorithms (runtime/core/tuner.h); where ranks share cores pinned in
+    // blocks, the slots' stores follow it. Ranks that share cores unpinned would measure the
+    // scheduler: their round trip goes as 0. The kernel's copy against a memcpy is one core's.
+    const int partner = placementPartner;
     if (config.rank == 0) {
-      const double ns = ranksHaveCores ? measureRoundTrip(*window.mailbox(0).state,
-                                                          *window.mailbox(1).state, kProbeWait)
-                                       : 0;
+      const double ns = partner > 0 ? measureRoundTrip(*window.mailbox(0).state,
+                                                       *window.mailbox(partner).state, kProbeWait)
+                                    : 0;
       const bool probes = ns > 0 && config.nranks >= 2 && !tuner->forced();
       mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
       mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
       mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
-    } else if (ranksHaveCores && config.rank == 1) {
-      answerRoundTrips(*window.mailbox(1).state, *window.mailbox(0).state, 2 * kProbeWait);
+    } else if (partner > 0 && config.rank == partner) {
+      answerRoundTrips(*window.mailbox(partner).state, *window.mailbox(0).state, 2 * kProbeWait);
     }
   } catch (const Failure& f) {
     mine = std::string("0") + f.what();
@@ -150,16 +154,22 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     // Slots streamed where far apart unless told otherwise (GYRE_SLOT_STORES=cached: far apart
     // they stay slow; =streaming: close by they slow down, which the tuner does not price).
     const bool streamsWhenFar = config.slotStores != CommConfig::SlotStores::cached;
-    tuner->setLink(Tuner::sharedMemoryAt(ranksHaveCores, far, streamsWhenFar));
+    const auto link = [&](bool apart) {
+      const LinkCost shm = Tuner::sharedMemoryAt(ranksHaveCores, apart, streamsWhenFar);
+      return ranksPinnedInBlocks ? Tuner::pinnedInBlocks(shm) : shm;
+    };
+    tuner->setLink(link(far));
     if (probeUs > 0) {
       otherPlacement = std::make_unique<Tuner>(*tuner);
-      otherPlacement->setLink(Tuner::sharedMemoryAt(ranksHaveCores, !far, streamsWhenFar));
-      placementProbeUs = double(probeUs);
+      otherPlacement->setLink(link(!far));
+      // Where ranks share cores a probe waits for every rank to get its turn on a core (n = 8
+      // on 2, a scatter of 2 MiB: 8-20 % slower probing every 10 ms of calls, level every 100).
+      placementProbeUs = double(probeUs) * (ranksHaveCores ? 1 : kSharedCoresProbeEvery);
     }
     if (config.rank == 0) {
-      GYRE_LOG(info,
-               who() + ": a cache line between the CPUs of ranks 0 and 1 goes there and back in " +
-                   std::to_string(roundTripNs) + " ns");
+      GYRE_LOG(info, who() + ": a cache line between the CPUs of ranks 0 and " +
+                         std::to_string(placementPartner) + " goes there and back in " +
+                         std::to_string(roundTripNs) + " ns");
     }
   }
 }
@@ -189,15 +199,15 @@ void Communicator::Impl::enableDirectRead() {
 }
 
 void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
-  const uint32_t ns = oneShot->remeasurePlacement(ctx);
+  const uint32_t ns = oneShot->remeasurePlacement(ctx, placementPartner);
   ++placementProbes;
-  if (ns == 0 || Tuner::farApart(ns) == tuner->link().farApart) return;
+  if (ns == 0 || Tuner::farApart(ns) == tuner->link().placedFar) return;
   std::swap(tuner, otherPlacement);
   for (LastChoice& last : lastChoice) last = {};
   ++placementChanges;
   if (config.rank == 0) {
-    GYRE_LOG(info, who() + ": the CPUs of ranks 0 and 1 moved " +
-                       (tuner->link().farApart ? "apart" : "close") +
+    GYRE_LOG(info, who() + ": the CPUs of ranks 0 and " + std::to_string(placementPartner) +
+                       " moved " + (tuner->link().placedFar ? "apart" : "close") +
                        " (a cache line there and back in " + std::to_string(ns) + " ns, at call " +
                        std::to_string(ctx.desc.seq) + "): the tuner prices that from now on");
   }
@@ -206,7 +216,7 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
 PlacementProbes Communicator::placementProbes() const {
   std::lock_guard lock(impl_->opMutex);
   return {impl_->placementProbes, impl_->placementChanges,
-          impl_->tuner && impl_->tuner->link().farApart, impl_->placementProbeUs > 0};
+          impl_->tuner && impl_->tuner->link().placedFar, impl_->placementProbeUs > 0};
 }
 
 uint64_t Communicator::windowCalls() const {

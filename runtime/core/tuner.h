@@ -40,10 +40,13 @@ struct LinkCost {
   // More ranks than cores: a rank often waits for one that shares its core.
   bool coresShared = false;
   // Shared memory whose ranks' CPUs sit far apart (the set-up probe): copies through slots
-  // slow down, a copy through the kernel does not.
+  // slow down, a copy through the kernel does not. Priced only where ranks have cores.
   bool farApart = false;
-  // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores, and the
-  // link is priced so (OpContext::streamSlots follows this).
+  // Where the probe put the CPUs, priced or not (ranks that share cores: only the stores
+  // follow it).
+  bool placedFar = false;
+  // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores
+  // (OpContext::streamSlots follows this), and where ranks have cores the link is priced so.
   bool slotsStreamed = false;
   // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
   // children from a shared core while a chain's ranks each pass one slot on: broadcasts below

@@ -181,9 +181,19 @@ bind)
       grep -qE "^\[$r\] .*rank $r of $n: ready.*\(ranks share cores, pinned in blocks\)" "$out" ||
         fail "$n ranks bound in blocks: rank $r's communicator did not see its ranks pinned"
     done
+    # Rank 0 probes the CPU of the next block's first rank (rank 2) at set-up and during calls
+    # (every 10 ms of predicted time here), and the slots' stores follow: results stay exact.
+    GYRE_DEBUG=INFO GYRE_PLACEMENT_PROBE_MS=1 timeout 120 "$run" -n $n "$bin/gyre-bench" scatter \
+      -b 256K -e 1M -f 4 -n 200 -w 2 >"$out" 2>&1 || fail "scatter, $n ranks bound, exited $?"
+    grep -qE '^\[0\] .*rank 0: a cache line between the CPUs of ranks 0 and 2 goes there and back in [1-9][0-9]* ns' "$out" ||
+      fail "$n ranks bound in blocks: rank 0 did not probe rank 2's CPU"
+    rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
+    bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+    [ "$rows" -eq 2 ] && [ "$bad" -eq 0 ] || fail "$n ranks bound in blocks: $rows rows, $bad with wrong elements"
     GYRE_DEBUG=INFO "$run" -n $n --bind none "$walk" >"$out" 2>&1 || fail "walkthrough, $n ranks unbound, exited $?"
     grep -qE "rank 0 of $n: ready" "$out" || fail "$n ranks unbound: rank 0 logged no set-up"
     ! grep -q "pinned in blocks" "$out" || fail "$n ranks unbound: a communicator took them for pinned"
+    ! grep -q "there and back" "$out" || fail "$n ranks unbound on shared cores: rank 0 probed the scheduler"
   else
     [ "$first" = "$allowed" ] || fail "with one CPU rank 0 should keep $allowed, has '$first'"
   fi

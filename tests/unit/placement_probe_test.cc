@@ -1,6 +1,6 @@
 // The placement probe during calls (OneShot::remeasurePlacement), over a host window in this
 // process with ranks as threads: every rank gets rank 0's figure of the same round, round after
-// round, and a rank 1 that never comes costs rank 0 the call's deadline, naming rank 1.
+// round, and a partner that never comes costs rank 0 the call's deadline, naming it.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -40,7 +40,9 @@ struct TestWindow {
   std::byte* memory = nullptr;
 };
 
-TEST_CASE("placement probe: every rank gets rank 0's figure of each round") {
+// The partner alternates between rank 1 (ranks with cores of their own) and rank 2 (the first
+// rank of another block, where ranks share cores pinned in blocks).
+TEST_CASE("placement probe: every rank gets rank 0's figure of each round, either partner") {
   const int n = 3, rounds = 300;
   TestWindow window(n);
   std::vector<std::vector<uint32_t>> figures(n);
@@ -52,7 +54,8 @@ TEST_CASE("placement probe: every rank gets rank 0's figure of each round") {
       try {
         for (int i = 0; i < rounds; ++i) {
           figures[r].push_back(
-              rank.remeasurePlacement(window.call(r, uint64_t(i + 1), std::chrono::seconds(30))));
+              rank.remeasurePlacement(window.call(r, uint64_t(i + 1), std::chrono::seconds(30)),
+                                      /*partner=*/1 + i % 2));
         }
       } catch (const Failure& f) {
         errors[r] = f.what();
@@ -74,19 +77,27 @@ TEST_CASE("placement probe: every rank gets rank 0's figure of each round") {
   CHECK(measured > 0);
 }
 
-TEST_CASE("placement probe: a rank 1 that never comes costs rank 0 the deadline, naming it") {
+TEST_CASE("placement probe: a partner that never comes costs rank 0 the deadline, naming it") {
+  for (int partner : {1, 2}) {
+    CAPTURE(partner);
+    TestWindow window(3);
+    OneShot zero = window.rank(0);
+    const auto start = Clock::now();
+    try {
+      zero.remeasurePlacement(window.call(0, 1, std::chrono::milliseconds(200)), partner);
+      FAIL("the probe returned without its partner");
+    } catch (const Failure& f) {
+      CHECK(f.status().code == Code::timeout);
+      CHECK(std::string(f.what()).find("waiting for the placement probe's answer from rank " +
+                                       std::to_string(partner)) != std::string::npos);
+    }
+    CHECK(Clock::now() - start < std::chrono::seconds(10));
+  }
+  // A partner outside the window, or none: nothing is measured, nothing waited for.
   TestWindow window(2);
   OneShot zero = window.rank(0);
-  const auto start = Clock::now();
-  try {
-    zero.remeasurePlacement(window.call(0, 1, std::chrono::milliseconds(200)));
-    FAIL("the probe returned without rank 1");
-  } catch (const Failure& f) {
-    CHECK(f.status().code == Code::timeout);
-    CHECK(std::string(f.what()).find("waiting for the placement probe's answer from rank 1") !=
-          std::string::npos);
-  }
-  CHECK(Clock::now() - start < std::chrono::seconds(10));
+  CHECK(zero.remeasurePlacement(window.call(0, 1, std::chrono::milliseconds(200)), -1) == 0);
+  CHECK(zero.remeasurePlacement(window.call(0, 1, std::chrono::milliseconds(200)), 2) == 0);
 }
 
 }  // namespace

@@ -464,8 +464,21 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
   const Tuner closeCached(Tuner::sharedMemory(true, 120, false), "", kChunk, kSlot);
   CHECK(close.link().betaBytesUs == closeCached.link().betaBytesUs);
   CHECK(close.link().wholeBufferStep == closeCached.link().wholeBufferStep);
-  // Ranks sharing cores are never priced as far apart, streamed or not.
-  CHECK_FALSE(Tuner::sharedMemoryAt(false, true).farApart);
+  // Ranks sharing cores are never priced as far apart, streamed or not; far apart their slots
+  // are streamed all the same unless the stores are told to stay cached.
+  const LinkCost sharedFar = Tuner::sharedMemoryAt(false, true);
+  const LinkCost sharedClose = Tuner::sharedMemoryAt(false, false);
+  CHECK_FALSE(sharedFar.farApart);
+  CHECK(sharedFar.placedFar);
+  CHECK(sharedFar.slotsStreamed);
+  CHECK(sharedFar.betaBytesUs == sharedClose.betaBytesUs);
+  CHECK(sharedFar.wholeBufferStep == sharedClose.wholeBufferStep);
+  CHECK(sharedFar.alphaUs == sharedClose.alphaUs);
+  CHECK_FALSE(sharedClose.placedFar);
+  CHECK_FALSE(sharedClose.slotsStreamed);
+  CHECK_FALSE(Tuner::sharedMemoryAt(false, true, /*streamsWhenFar=*/false).slotsStreamed);
+  // Where ranks have cores, placed and priced far apart alike.
+  CHECK(Tuner::sharedMemoryAt(true, true).placedFar);
 }
 
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
