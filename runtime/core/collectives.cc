@@ -113,14 +113,14 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
       algorithm = choose(ctx.desc.coll, bytes);
     }
   }
-  if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
-    return runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
-  }
-  const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
-  const size_t es = dataTypeSize(ctx.desc.dtype);
   OpContext placed = ctx;
   placed.streamSlots =
       tuner->link().slotsStreamed || config.slotStores == CommConfig::SlotStores::streaming;
+  if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
+    return runOneShot(placed, send, recv, algorithm == Algorithm::directRead);
+  }
+  const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
+  const size_t es = dataTypeSize(ctx.desc.dtype);
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(
@@ -135,10 +135,15 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   if (last.bytes == bytes) return last.algorithm;
   const Choice c = tuner->choose(coll, bytes, config.nranks);
   // The placement matters where the other placement's tuner chooses otherwise, and wherever
-  // the call goes through slots whose stores follow it (GYRE_SLOT_STORES=auto).
+  // the call goes through slots whose stores follow it (GYRE_SLOT_STORES=auto): the links'
+  // slots, and the window's data blocks (a payload over a post's small piece; each rank's
+  // share of the call's bytes stands for it).
+  const bool windowBlocks =
+      c.algorithm == Algorithm::oneshot &&
+      bytes / size_t(config.nranks) > MailboxWindow::smallBytesFor(config.oneShotBytes);
   const bool slotsFollow = config.slotStores == CommConfig::SlotStores::automatic &&
-                           c.algorithm != Algorithm::oneshot &&
-                           c.algorithm != Algorithm::directRead;
+                           c.algorithm != Algorithm::directRead &&
+                           (c.algorithm != Algorithm::oneshot || windowBlocks);
   last = {bytes, c.algorithm, std::max(0.0, c.predictedUs),
           otherPlacement &&
               (slotsFollow ||
