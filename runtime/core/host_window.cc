@@ -34,8 +34,8 @@ ShmHandle decodeHandle(const std::string& text) {
   return h;
 }
 
-// For rank 1 to map the window and answer rank 0's probe (a rank that could not map it never
-// answers: the agreement that follows says why).
+// For the partner (rank 1, or another block's first rank) to map the window and answer rank
+// 0's probe (a rank that could not map it never answers: the agreement that follows says why).
 constexpr auto kProbeWait = std::chrono::seconds(2);
 // Ranks that share cores probe during calls this many times less often (GYRE_PLACEMENT_PROBE_MS).
 constexpr double kSharedCoresProbeEvery = 10;
