@@ -32,9 +32,8 @@ struct OpContext {
   // The CPU must not read the input (device memory): every send of it leaves straight from it
   // (a transport takes it Taken::untilReleased), or the operation fails.
   bool inputUnreadable = false;
-  // The ranks' CPUs sit far apart (the placement probe): slots a peer reads in place, and the
-  // host window's data blocks, are filled with streaming stores, which it then reads from
-  // memory rather than from this CPU's cache.
+  // The ranks' CPUs sit far apart (the placement probe): slots a peer reads in place are filled
+  // with streaming stores, which it then reads from memory rather than from this CPU's cache.
   bool streamSlots = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to

@@ -58,6 +58,9 @@ class OneShot {
   // (every rank may read and write every other's memory).
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
+  // Whether payloads that fill a data block are written with streaming stores, as the slots
+  // are where the placement probe finds the CPUs far apart (OpContext::streamSlots).
+  void streamBlocks(bool on) { streamBlocks_ = on; }
   // Wakes a rank asleep on this one's words without a fence in every post and every done
   // (base/wait.h: WakeOrder::sleeperBarrier): only once every rank of the window registered
   // for the sleepers' barriers, which every rank's waits then use.
@@ -154,6 +157,7 @@ class OneShot {
   MailboxWindow window_;
   int rank_;
   bool directRead_ = false;
+  bool streamBlocks_ = false;
   WakeOrder wakeOrder_ = WakeOrder::notifierFence;
   uint64_t directReads_ = 0;           // calls run by runDirectRead
   uint32_t probeRound_ = 0;            // remeasurePlacement calls so far

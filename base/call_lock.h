@@ -2,10 +2,10 @@
 // the same thread calls. Unlocking is a plain store and a look at the count of sleepers. A
 // locked instruction there (a mutex's) waits for the call's last stores, to lines that other
 // ranks poll, to leave the store buffer: about a crossing between the CPUs per call
-// (docs/perf/small_calls.md). A thread that finds
-// the lock held sleeps on its word (base/wait.h) and the unlock wakes it; the order between
-// the unlock's store and its look at the sleepers is the sleepers' to pay (WakeOrder::
-// sleeperBarrier) where the kernel allows, else the unlock fences as a mutex would.
+// (docs/perf/small_calls.md). A thread that finds the lock held sleeps on its word
+// (base/wait.h) and the unlock wakes it; the order between the unlock's store and its look at
+// the sleepers is the sleepers' to pay (WakeOrder::sleeperBarrier) where the kernel allows,
+// else the unlock fences as a mutex would.
 #pragma once
 
 #include <atomic>

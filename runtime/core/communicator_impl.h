@@ -133,6 +133,11 @@ struct Communicator::Impl {
   // Within call ctx, at the same call on every rank: ranks 0 and 1 measure again how far apart
   // their CPUs sit; where they moved, every rank swaps in the other placement's tuner.
   void remeasurePlacement(const OpContext& ctx);
+  // Whether slots (and the window's data blocks) get streaming stores: the placement's tuner
+  // says so, or GYRE_SLOT_STORES=streaming.
+  bool streamsSlots() const {
+    return tuner->link().slotsStreamed || config.slotStores == CommConfig::SlotStores::streaming;
+  }
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
   std::shared_ptr<Store> openStore();

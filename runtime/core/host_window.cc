@@ -172,6 +172,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
                          std::to_string(roundTripNs) + " ns");
     }
   }
+  oneShot->streamBlocks(streamsSlots());
 }
 
 // The direct-read collectives need every rank to read and write every other's memory through the
@@ -203,6 +204,7 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
   ++placementProbes;
   if (ns == 0 || Tuner::farApart(ns) == tuner->link().placedFar) return;
   std::swap(tuner, otherPlacement);
+  oneShot->streamBlocks(streamsSlots());
   for (LastChoice& last : lastChoice) last = {};
   ++placementChanges;
   if (config.rank == 0) {
