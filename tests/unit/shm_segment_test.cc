@@ -39,7 +39,33 @@ pid_t exitedPid() {
   return child;
 }
 
+// The KiB of the mapping at `start` whose pages are mapped in this process (its Rss in
+// /proc/self/smaps), or -1 where no mapping starts there.
+long mappedKiB(const void* start) {
+  std::ifstream smaps("/proc/self/smaps");
+  char head[32];
+  std::snprintf(head, sizeof head, "%lx-", static_cast<unsigned long>(uintptr_t(start)));
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.rfind(head, 0) == 0) inside = true;
+    if (inside && line.rfind("Rss:", 0) == 0) return std::stol(line.substr(4));
+  }
+  return -1;
+}
+
 }  // namespace
+
+TEST_CASE("a populated segment has every page mapped before the first touch, at both ends") {
+  TempDir dir;
+  constexpr size_t kBytes = 64 * 4096;
+  ShmSegment lazy = ShmSegment::create(dir.path, kBytes);
+  CHECK(mappedKiB(lazy.data()) == 0);
+  ShmSegment made = ShmSegment::create(dir.path, kBytes, /*populate=*/true);
+  CHECK(mappedKiB(made.data()) == long(kBytes / 1024));
+  ShmSegment opened = ShmSegment::open(made.handle(), /*populate=*/true);
+  CHECK(mappedKiB(opened.data()) == long(kBytes / 1024));
+  CHECK(mappedKiB(ShmSegment::open(made.handle()).data()) == 0);
+}
 
 TEST_CASE("a segment has no name, is shared through its handle and outlives it") {
   TempDir dir;

@@ -36,9 +36,13 @@ int createUnnamed(const std::string& dir) {
   return named;
 }
 
+int mapFlags(bool populate) {
+  return MAP_SHARED | (populate ? MAP_POPULATE : 0);
+}
+
 }  // namespace
 
-ShmSegment ShmSegment::create(const std::string& dir, size_t bytes) {
+ShmSegment ShmSegment::create(const std::string& dir, size_t bytes, bool populate) {
   const int fd = createUnnamed(dir);
   if (fd < 0) fail(Code::system_error, "cannot create a file in " + dir + ": " + errnoText(errno));
   ShmSegment s;
@@ -50,7 +54,7 @@ ShmSegment ShmSegment::create(const std::string& dir, size_t bytes) {
   int err = ftruncate(fd, off_t(bytes)) == 0 ? posix_fallocate(fd, 0, off_t(bytes)) : errno;
   if (err == 0 && fstat(fd, &st) != 0) err = errno;
   if (err == 0) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, mapFlags(populate), fd, 0);
     if (p == MAP_FAILED)
       err = errno;
     else
@@ -66,7 +70,7 @@ ShmSegment ShmSegment::create(const std::string& dir, size_t bytes) {
   return s;
 }
 
-ShmSegment ShmSegment::open(const ShmHandle& h) {
+ShmSegment ShmSegment::open(const ShmHandle& h, bool populate) {
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   if (h.pid <= 0 || h.fd < 0 || h.bytes == 0) fail(Code::system_error, "a bad segment handle");
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -80,7 +84,7 @@ ShmSegment ShmSegment::open(const ShmHandle& h) {
     why = "it is not the segment offered";
   } else if (uint64_t(st.st_size) != h.bytes) {
     why = "it holds " + std::to_string(st.st_size) + " bytes, not " + std::to_string(h.bytes);
-  } else if ((p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+  } else if ((p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, mapFlags(populate), fd, 0)) ==
              MAP_FAILED) {
     why = errnoText(errno);
   }

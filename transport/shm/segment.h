@@ -27,9 +27,11 @@ struct ShmHandle {
 
 class ShmSegment {
  public:
-  // Both throw Failure(system_error) with the path and the cause.
-  static ShmSegment create(const std::string& dir, size_t bytes);
-  static ShmSegment open(const ShmHandle& handle);
+  // Both throw Failure(system_error) with the path and the cause. `populate` maps every page
+  // now (MAP_POPULATE), so first touches during calls take no page faults: for segments whose
+  // every line a tiny call may be the first to touch (the host window's posts).
+  static ShmSegment create(const std::string& dir, size_t bytes, bool populate = false);
+  static ShmSegment open(const ShmHandle& handle, bool populate = false);
 
   ShmSegment() = default;
   ShmSegment(ShmSegment&& other) noexcept;
