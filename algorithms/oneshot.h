@@ -52,7 +52,8 @@ class OneShot {
   // All-reduce: rank r reads share r of every other input in pieces that stay in its cache,
   // reduces it in rank order and writes it into every other output, so all get the same bits
   // and only rank r touches share r of any buffer (in place too). All-gather: every rank reads
-  // each other's block straight into its place. Broadcast: the root writes the first of n
+  // each other's block straight into its place; all-to-all: its own block of each other's
+  // input (never in place). Broadcast: the root writes the first of n
   // shares into every other rank's buffer while they read the rest from its own. A rank returns
   // once the others have read its input and written its output. Only after enableDirectRead()
   // (every rank may read and write every other's memory).

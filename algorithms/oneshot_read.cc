@@ -62,6 +62,21 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       }
       break;
     }
+    case Collective::all_to_all: {
+      // Block `rank` of every other input lands straight in its place: one copy per byte
+      // where the slots' pairwise exchange makes two. The reads start at the next rank, so
+      // the ranks do not all read one rank's buffer at once.
+      const int n = window_.nranks();
+      exchangeBuffers(ctx, in, out, -1);
+      const size_t mine = size_t(rank_) * bytes;
+      cpu::copy(out + mine, nullptr, in + mine, bytes);
+      for (int k = 1; k < n; ++k) {
+        const int r = (rank_ + k) % n;
+        readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)] + mine, bytes);
+      }
+      finishReads(ctx, -1);
+      break;
+    }
     default:
       fail(Code::internal, who(ctx) + ": not a direct-read collective");
   }

@@ -274,6 +274,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       case Collective::all_reduce:
         return fixed + (nn - 1) * kDirectSystemCallUs + 2 * share / kDirectReduceBytesUs;
       case Collective::all_gather:
+      case Collective::all_to_all:
         return fixed + share / kDirectGatherBytesUs;
       case Collective::broadcast:
         return fixed + share / kDirectBroadcastBytesUs;
@@ -438,6 +439,15 @@ constexpr Algorithm kAll[] = {
 // twice the flat tree's. The tuner leaves those to the links there (GYRE_ALGO still forces a
 // reduce, gather or scatter; docs/tuning.md).
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
+  // The direct all-to-all only where ranks share cores, from 256 KiB: there a pairwise step
+  // waits for its partner to get a core for every slot, while the reads need the others only
+  // at the start and the end. Measured where the kernel's copy took 3.9 times a memcpy's (n = 4
+  // and 8 on 2 cores, 1-16 MiB: 0.55-0.98 of the pairwise exchange's time in 17 of 18 rows, at
+  // 256 KiB 0.82-1.09; n = 2 with a core each, the exchange took 0.79-0.98 of the read's from
+  // 1 MiB; docs/tuning.md).
+  if (a == Algorithm::directRead && coll == Collective::all_to_all) {
+    return link_.coresShared && bytes >= kDirectCopyFromBytes;
+  }
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;

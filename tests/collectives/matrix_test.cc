@@ -264,7 +264,8 @@ bool implements(const std::string& algorithm, Collective c) {
   }
   if (algorithm == "rd") return c == Collective::all_reduce || c == Collective::all_gather;
   if (algorithm == "read") {
-    return c == Collective::all_reduce || c == Collective::all_gather || c == Collective::broadcast;
+    return c == Collective::all_reduce || c == Collective::all_gather ||
+           c == Collective::broadcast || c == Collective::all_to_all;
   }
   return true;
 }
@@ -372,8 +373,8 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
-// The all-reduces, all-gathers and broadcasts through the direct read, every other call as with
-// "auto" (in place and out of place, every type, op and root the matrix has).
+// The all-reduces, all-gathers, broadcasts and all-to-alls through the direct read, every other
+// call as with "auto" (in place and out of place, every type, op and root the matrix has).
 TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
   for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
@@ -385,9 +386,9 @@ TEST_CASE("matrix: direct-read collectives") {
   }
 }
 
-// Forced, every all-reduce, all-gather and broadcast goes through the direct read, shares of
-// uneven size over many pieces included, in place (where a rank past the second reduces its
-// own input after the ones before it) and out of place; every element exact, outputs poisoned.
+// Forced, every all-reduce, all-gather, broadcast and all-to-all goes through the direct read,
+// shares of uneven size over many pieces included, in place (where a rank past the second reduces
+// its own input after the ones before it) and out of place; every element exact, outputs poisoned.
 TEST_CASE("direct read: every call of its collectives, exact") {
   if (!test::singleCopyMissing().empty()) {
     MESSAGE("the direct read is off here: " << test::singleCopyMissing());
@@ -440,6 +441,19 @@ TEST_CASE("direct read: every call of its collectives, exact") {
         expect(out[count] == -7, "broadcast wrote past its buffer");
       }
     }
+    // All-to-all (never in place): block p of the output is rank p's block r; one more element
+    // past the blocks stays poisoned.
+    const size_t block = count / 3 + 1;
+    std::vector<int64_t> in(block * n), out(block * n + 1, -7);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = value(r, i);
+    c.allToAll(in.data(), out.data(), block, DataType::i64);
+    ++calls[r];
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < block; ++i) {
+        expect(out[size_t(p) * block + i] == value(p, size_t(r) * block + i), "all_to_all");
+      }
+    }
+    expect(out[block * n] == -7, "all_to_all wrote past its buffer");
   });
   for (int r = 0; r < n; ++r) {
     CHECK_MESSAGE(wrong[r].empty(), wrong[r]);

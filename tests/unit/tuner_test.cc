@@ -434,6 +434,30 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
   const Choice unavailable =
       tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
   CHECK((unavailable.algorithm != Algorithm::directRead && !unavailable.forced));
+  // The all-to-all is the one it takes where ranks share cores, from 256 KiB (pinned or not,
+  // the kernel's copy slow or not), and never where each rank has a core.
+  for (int n : {4, 8}) {
+    CAPTURE(n);
+    Tuner shared = tuner(false, 0, true);
+    for (bool pinned : {false, true}) {
+      if (pinned) shared.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
+      CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
+      for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
+        CAPTURE(bytes);
+        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::directRead);
+        CHECK(shared.choose(Collective::all_gather, bytes, n).algorithm != Algorithm::directRead);
+      }
+    }
+    shared.setKernelCopySlow(true);
+    CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::directRead);
+    CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
+  }
+  for (double roundTripNs : {0.0, 130.0, 540.0}) {
+    for (size_t bytes : {size_t(256) << 10, size_t(16) << 20}) {
+      CHECK(tuner(true, roundTripNs, true).choose(Collective::all_to_all, bytes, 2).algorithm ==
+            Algorithm::pairwise);
+    }
+  }
   // Forced, it runs every collective it has in either placement, and no other.
   CHECK(tuner(true, 130, true, "read").choose(Collective::broadcast, 1 << 20, 2).algorithm ==
         Algorithm::directRead);

@@ -26,7 +26,8 @@ algos_of() {
     all_reduce) echo "ring,tree,rd,oneshot,read" ;; all_gather) echo "ring,rd,oneshot,read" ;;
     broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot" ;;
     gather | scatter) echo "ring,tree,oneshot" ;;
-    reduce_scatter | all_to_all) echo "ring,oneshot" ;;
+    reduce_scatter) echo "ring,oneshot" ;;
+    all_to_all) echo "ring,oneshot,read" ;;
     *) echo "ring" ;;
   esac
 }
@@ -70,7 +71,8 @@ for n in ${ranks//,/ }; do
       }
       FILENAME ~ /log$/ {
         if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: [a-z]+ \\(predicted")) {
-          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9]
+          # GYRE_ALGO=ring forces the pairwise exchange where a collective has no ring.
+          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9] == "pairwise" ? "ring" : w[9]
         }
         next
       }
