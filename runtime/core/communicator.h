@@ -70,6 +70,7 @@ struct PlacementProbes {
   uint64_t changes = 0;  // probes that found the CPUs moved (close to far or back)
   bool farApart = false;
   bool probing = false;  // probes run during calls (every rank has a core; rank 0's setting)
+  long setUpNs = 0;      // rank 0's round trip at set-up (0: none measured)
 };
 
 class Communicator {

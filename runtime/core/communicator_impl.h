@@ -65,6 +65,7 @@ struct Communicator::Impl {
   double placementProbeUs = 0;
   double sincePlacementProbeUs = 0;
   uint64_t placementProbes = 0, placementChanges = 0;
+  long placementSetUpNs = 0;  // rank 0's round trip at set-up (0: none measured)
   // Hosts and ranks per host where ranks lie host by host (else 1, 1): the hierarchical plans.
   int planHosts = 1;
   int planLocalRanks = 1;

@@ -99,7 +99,11 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       const double ns = partner > 0 ? measureRoundTrip(*window.mailbox(0).state,
                                                        *window.mailbox(partner).state, kProbeWait)
                                     : 0;
-      const bool probes = ns > 0 && config.nranks >= 2 && !tuner->forced();
+      // Probes during calls: for the tuner's pricing, and wherever the slots' stores follow
+      // the placement, under a forced algorithm too.
+      const bool probes =
+          ns > 0 && config.nranks >= 2 &&
+          (!tuner->forced() || config.slotStores == CommConfig::SlotStores::automatic);
       mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
       mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
       mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
@@ -149,6 +153,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
                          " times a memcpy's here: slots carry every payload");
     }
   }
+  placementSetUpNs = roundTripNs;
   if (roundTripNs > 0) {
     const bool far = Tuner::farApart(double(roundTripNs));
     // Slots streamed where far apart unless told otherwise (GYRE_SLOT_STORES=cached: far apart
@@ -218,7 +223,8 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
 PlacementProbes Communicator::placementProbes() const {
   std::lock_guard lock(impl_->opMutex);
   return {impl_->placementProbes, impl_->placementChanges,
-          impl_->tuner && impl_->tuner->link().placedFar, impl_->placementProbeUs > 0};
+          impl_->tuner && impl_->tuner->link().placedFar, impl_->placementProbeUs > 0,
+          impl_->placementSetUpNs};
 }
 
 uint64_t Communicator::windowCalls() const {

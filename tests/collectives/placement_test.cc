@@ -73,6 +73,54 @@ TEST_CASE("placement probe: ranks probe at the same calls and stay exact") {
   }
 }
 
+// A forced algorithm needs no pricing, but its slots' stores follow the placement all the same
+// (GYRE_SLOT_STORES=auto): such a communicator probes during calls that go through slots, and
+// one whose stores are pinned (cached) does not.
+TEST_CASE("placement probe: a forced algorithm probes where its slots follow the placement") {
+  const int n = 2;
+  if (std::thread::hardware_concurrency() < unsigned(n)) {
+    MESSAGE("skipped: the probe runs only where every rank has a core");
+    return;
+  }
+  for (auto stores : {CommConfig::SlotStores::automatic, CommConfig::SlotStores::cached}) {
+    CommConfig config;
+    config.timeout = std::chrono::seconds(60);
+    config.placementProbe = std::chrono::microseconds(1);
+    config.algorithm = "ring";
+    config.slotStores = stores;
+    test::ThreadJob job(n, config, "placement-probe-forced");
+    const int calls = 20;
+    const size_t count = 64 << 10;
+    std::vector<std::string> wrong(n);
+    job.run([&](Communicator& c, int r) {
+      std::vector<int32_t> in(count), out(count + 1, -7);
+      for (int i = 0; i < calls; ++i) {
+        for (size_t k = 0; k < count; ++k) in[k] = int32_t(r * 1000 + i) + int32_t(k);
+        c.allReduce(in.data(), out.data(), count, DataType::i32, RedOp::sum);
+        for (size_t k = 0; k < count && wrong[size_t(r)].empty(); ++k) {
+          if (out[k] != int32_t(1000 + 2 * i) + 2 * int32_t(k)) {
+            wrong[size_t(r)] = "rank " + std::to_string(r) + ": element " + std::to_string(k);
+          }
+        }
+        if (out[count] != -7) wrong[size_t(r)] = "wrote past its buffer";
+      }
+    });
+    for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
+    const PlacementProbes zero = job.comm(0).placementProbes();
+    if (stores == CommConfig::SlotStores::cached) {
+      CHECK(!zero.probing);
+      CHECK(zero.probes == 0);
+    } else if (zero.setUpNs == 0) {
+      MESSAGE("no probes: the set-up probe measured nothing here");
+      CHECK(!zero.probing);
+    } else {
+      CHECK(zero.probing);
+      CHECK(zero.probes >= uint64_t(calls));
+      CHECK(job.comm(1).placementProbes().probes == zero.probes);
+    }
+  }
+}
+
 // A rank that left before the probe fails the probe's wait at once, naming it, not at the
 // deadline.
 TEST_CASE("placement probe: a peer that left fails the probe fast, naming it") {
