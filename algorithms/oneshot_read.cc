@@ -25,16 +25,18 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
     case Collective::all_reduce:
       readAllReduce(ctx, in, out);
       break;
-    case Collective::all_gather: {
-      // Each rank's block lands straight in its place; the reads start at the next rank, so
-      // the ranks do not all read rank 0 first.
+    case Collective::all_gather:
+    case Collective::all_to_all: {
+      // Each rank's block lands straight in its place: the all-gather's whole input, the
+      // all-to-all's block `rank` of it (one copy per byte where the pairwise exchange's slots
+      // make two). The reads start at the next rank, so the ranks do not all read rank 0 first.
       const int n = window_.nranks();
+      const size_t from = d.coll == Collective::all_to_all ? size_t(rank_) * bytes : 0;
       exchangeBuffers(ctx, in, out, -1);
-      std::byte* own = out + size_t(rank_) * bytes;
-      cpu::copy(own, nullptr, in, bytes);  // a no-op in place
+      cpu::copy(out + size_t(rank_) * bytes, nullptr, in + from, bytes);  // in place: a no-op
       for (int k = 1; k < n; ++k) {
         const int r = (rank_ + k) % n;
-        readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)], bytes);
+        readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)] + from, bytes);
       }
       finishReads(ctx, -1);
       break;
@@ -60,21 +62,6 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
         readPeer(ctx, d.root, out + pushed, peerInputs_[size_t(d.root)] + pushed, bytes - pushed);
         finishReads(ctx, d.root);
       }
-      break;
-    }
-    case Collective::all_to_all: {
-      // Block `rank` of every other input lands straight in its place: one copy per byte
-      // where the slots' pairwise exchange makes two. The reads start at the next rank, so
-      // the ranks do not all read one rank's buffer at once.
-      const int n = window_.nranks();
-      exchangeBuffers(ctx, in, out, -1);
-      const size_t mine = size_t(rank_) * bytes;
-      cpu::copy(out + mine, nullptr, in + mine, bytes);
-      for (int k = 1; k < n; ++k) {
-        const int r = (rank_ + k) % n;
-        readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)] + mine, bytes);
-      }
-      finishReads(ctx, -1);
       break;
     }
     default:
