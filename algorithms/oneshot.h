@@ -134,6 +134,14 @@ class OneShot {
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
   // and, with `probe`, checks later ones whose posts are all there.
   void checkUnchecked(const OpContext& ctx, uint64_t through, bool probe);
+  // Folds the call into this rank's fold of its window calls and publishes it (MailState::calls):
+  // what every rank must agree on, the same whatever its role (`bytes`: the call's, not the
+  // post's).
+  void foldCall(const OpDesc& d, uint32_t bytes, uint32_t kind);
+  // Whether `peer`'s published fold shows it started every call up to `seq` as this rank ran
+  // them (so that call's post needs no reading); false where it does not tell (the peer is
+  // behind or ahead of this rank's folds kept, or the folds differ: the posts then tell).
+  bool foldsAgree(int peer, uint64_t seq);
   void defer(const OpContext& ctx, const Unchecked& u);
   // Says this rank finished every call before the oldest unchecked one (or all it ran).
   void publishDone();
@@ -174,6 +182,11 @@ class OneShot {
   uint64_t dataUse_[kMailData] = {};     // per data block: the seq of the call that wrote it last
   uint64_t blockUse_[kMailData] = {};    // and of the last that filled it (not a small payload)
   uint64_t lastSeq_ = 0;                 // the seq of this rank's previous call
+  // foldCall: the fold so far, and as published after each of the last kFoldsKept calls.
+  static constexpr int kFoldsKept = 2 * kMailPosts;
+  uint64_t fold_ = 0;
+  uint64_t foldAt_[kFoldsKept] = {};
+  std::vector<uint64_t> agreedThrough_;  // per rank: the newest call its fold matched at
   uint64_t published_ = 0;               // the done this rank published last
   int post_ = 0;                         // the post of the call running
   int block_ = 0;                        // its data block

@@ -21,6 +21,7 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const size_t bytes = d.count * dataTypeSize(d.dtype);
+  foldCall(d, 0, kDirectReadPost);
   switch (d.coll) {
     case Collective::all_reduce:
       readAllReduce(ctx, in, out);

@@ -51,6 +51,11 @@ struct alignas(64) MailState {
   std::atomic<uint32_t> probeNs{0};
   uint64_t pidAddress = 0;  // where `pid` lies in the owner's memory: a peer reads it at set-up
   std::atomic<uint32_t> probeSeen{0};
+  // The window calls this rank has started, folded (OneShot::foldCall): the low 32 bits of the
+  // newest one's seq (high half) and the fold of every one up to it (low half). A rank that
+  // went on from calls compares it with its own fold at that seq instead of reading each of
+  // the other's posts of those calls.
+  std::atomic<uint64_t> calls{0};
 };
 static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
 

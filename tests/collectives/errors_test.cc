@@ -185,6 +185,16 @@ TEST_CASE("a gather in which no rank is the root fails by the next call, naming 
                          c.gather(a, b, 10, DataType::f32, r == 0 ? 1 : 0);
                        });
 }
+// The same after a run of gathers they agree on, which ranks that go on from calls verify by
+// comparing folds of the calls run (not each post): the one they disagree on is still named.
+TEST_CASE("a gather with no root after 40 agreed gathers fails by the next call, naming it") {
+  checkFailsByNextCall(3, "mismatch-gather-roots-late", "gather #41 (count 10, float, root",
+                       [](Communicator& c, int r, float* a, float* b) {
+                         std::vector<float> all(3 * 10);
+                         for (int k = 0; k < 40; ++k) c.gather(a, all.data(), 10, DataType::f32, 2);
+                         c.gather(a, b, 10, DataType::f32, r == 0 ? 1 : 0);
+                       });
+}
 TEST_CASE("a scatter where every rank is its own root fails by the next call, naming it") {
   checkFailsByNextCall(
       2, "mismatch-scatter-roots", "scatter #1 (count 10, float, root",
