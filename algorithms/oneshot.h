@@ -132,7 +132,8 @@ class OneShot {
   void awaitReads(const OpContext& ctx, int peer, uint64_t seq);
   void finishReads(const OpContext& ctx, int peer);
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
-  // and, with `probe`, checks later ones whose posts are all there.
+  // and, with `probe`, checks later ones every rank they need has started. A rank's part passes
+  // on its fold of the calls run (foldsAgree), else on its post.
   void checkUnchecked(const OpContext& ctx, uint64_t through, bool probe);
   // Folds the call into this rank's fold of its window calls and publishes it (MailState::calls):
   // what every rank must agree on, the same whatever its role (`bytes`: the call's, not the
