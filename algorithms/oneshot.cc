@@ -81,7 +81,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   foldCall(d, bytes, kWindowPost);
   // Checks the calls it went on from whose post (or data) this call overwrites: the others may
   // wait for this rank to have finished those.
-  // Every kCheckEvery calls it also checks the later ones whose posts are there.
+  // Every kCheckEvery calls it also checks the later ones every rank they need has started.
   if (!unchecked_.empty()) {
     checkUnchecked(ctx, reuses(payloadKind(bytes)), /*probe=*/calls_ % kCheckEvery == 0);
   }
