@@ -63,7 +63,7 @@ struct CommConfig {
   int ibGidIndex = -1;  // GYRE_IB_GID_INDEX; -1 = the first RoCE v2 IPv4 GID
   // Stream-ordered collectives on device memory between GPUs of one host (docs/cuda.md):
   bool cudaIpc = true;               // GYRE_CUDA_IPC=0: always staged through host memory
-  int cudaChannels = 8;              // GYRE_CUDA_CHANNELS: thread blocks of a ring kernel
+  int cudaChannels = 32;             // GYRE_CUDA_CHANNELS: thread blocks of a ring kernel
   size_t cudaSlotBytes = 256 << 10;  // GYRE_CUDA_SLOT_BYTES: slot size of device links
 };
 
