@@ -49,8 +49,12 @@ std::unique_ptr<DeviceLinks> DeviceLinks::setUp(Communicator& comm,
     cudaGetLastError();
     multiprocessors = n;
   }
-  const int channels =
+  // Ranks on GPUs with different numbers of multiprocessors take the smallest count of
+  // channels, so that their layouts agree.
+  const int32_t mostHere =
       std::clamp(multiprocessors / n, 1, std::min(config.cudaChannels, kMaxChannels));
+  int32_t channels = mostHere;
+  comm.allReduce(&mostHere, &channels, 1, DataType::i32, RedOp::min);
   links->layout_ = {n, channels, config.nSlots, uint32_t(config.cudaSlotBytes)};
   const DeviceLinkLayout& layout = links->layout_;
 
