@@ -24,6 +24,8 @@
 #   GPU_CHECK_DEADLINE     seconds from the start after which no step starts (default: none)
 #   GPU_CHECK_STEP_LIMIT   seconds a test step may run before it is stopped (default 300)
 #   GPU_CHECK_BUILD_ONLY=1 compile the kernels for sm_90 with nvcc and g++ alone, run nothing
+#                          (=kernels: without the collectives' kernels, which only ptxas's
+#                          report needs; ctest's cuda.standalone-build)
 # Without a CMake build (the dependencies missing) the kernels, their test and benchmark are
 # built with nvcc and g++ alone and steps 1, 4 (kernels) and 5 (kernels) run.
 set -uo pipefail
@@ -40,7 +42,7 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 [ -x "$nvcc" ] || { echo "gpu-check: no nvcc (PATH or /usr/local/cuda/bin)" >&2; exit 2; }
 build_only=${GPU_CHECK_BUILD_ONLY:-0}
-if [ "$build_only" = 1 ]; then
+if [ "$build_only" != 0 ]; then
   arch=sm_90
 else
   if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -58,7 +60,7 @@ failed=0
   echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo
   echo '```'
-  [ "$build_only" = 1 ] || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+  [ "$build_only" != 0 ] || nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
   "$nvcc" --version | tail -2
   echo "$(nproc) CPUs"
   echo '```'
@@ -110,11 +112,13 @@ standalone_build() {
   local flags=(-O3 -std=c++17 -I"$src" -I"$src/include")
   g++ "${flags[@]}" -c "$src/kernels/cpu/reduce.cc" -o "$work/reduce.o" &&
     g++ "${flags[@]}" -c "$src/kernels/cpu/reduce_generic.cc" -o "$work/reduce_generic.o" &&
+    g++ "${flags[@]}" -c "$src/base/copy_bytes.cc" -o "$work/reduce_copy_bytes.o" &&
     g++ "${flags[@]}" -mavx2 -mf16c -mfma -c "$src/kernels/cpu/reduce_avx2.cc" \
       -o "$work/reduce_avx2.o" &&
     { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/kernels/cuda/reduce.cu" \
       -o "$work/reduce_cuda.o" 2>"$report_dir/ptxas.txt" || { cat "$report_dir/ptxas.txt"; false; }; } &&
-    { "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/algorithms/device_collectives.cu" \
+    { [ "$build_only" = kernels ] ||
+      "$nvcc" "${flags[@]}" -arch="$arch" -Xptxas -v -c "$src/algorithms/device_collectives.cu" \
       -o "$work/device_collectives.o" 2>"$report_dir/ptxas-collectives.txt" ||
       { cat "$report_dir/ptxas-collectives.txt"; false; }; } &&
     "$nvcc" "${flags[@]}" -arch="$arch" "$src/tests/cuda/kernels_test.cc" "$work"/reduce*.o \
@@ -124,11 +128,11 @@ standalone_build() {
     echo "built for $arch: $(grep -c 'Compiling entry' "$report_dir/ptxas.txt") kernels," \
       "$(grep -cE '[1-9][0-9]* bytes spill' "$report_dir/ptxas.txt") lines reporting spills" \
       "(registers and spills per kernel: ptxas.txt); collective kernels:" \
-      "$(grep -c 'Compiling entry' "$report_dir/ptxas-collectives.txt")" \
+      "$(grep -sc 'Compiling entry' "$report_dir/ptxas-collectives.txt")" \
       "(ptxas-collectives.txt)"
 }
 
-if [ "$build_only" = 1 ]; then
+if [ "$build_only" != 0 ]; then
   step "build ($arch)" standalone_build
   echo
   echo "report: $report"
