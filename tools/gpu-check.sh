@@ -9,7 +9,8 @@
 #   3. torch's CUDA tensors through gyre_torch (torch.cuda),
 #   4. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB), all_reduce
 #      busbw over cuda_ipc with ranks as processes on this GPU (under a private MPS daemon
-#      where nvidia-cuda-mps-control exists, then without), NCCL beside it where nccl-tests is
+#      where nvidia-cuda-mps-control exists: also all-gather, reduce-scatter and broadcast, and
+#      the all-reduce with 8 channels; then without MPS), NCCL beside it where nccl-tests is
 #      installed,
 #   5. compute-sanitizer memcheck and racecheck on the kernel test (quick sizes) and on the
 #      collectives over cuda_ipc,
@@ -202,6 +203,22 @@ if [ -n "$full" ]; then
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
       step "all_reduce over cuda_ipc (MPS)" ipc_bench "cuda_ipc under MPS" 1G
+      # The other ring collectives, and the all-reduce with the channels of earlier defaults.
+      ring_bench() {
+        for coll in all_gather reduce_scatter broadcast; do
+          for n in 2 4; do
+            echo "## $coll n=$n cuda_ipc under MPS"
+            "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" $coll -b 1M -e 256M -f 4 \
+              -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
+          done
+        done
+        for n in 2 4; do
+          echo "## all_reduce n=$n cuda_ipc under MPS, GYRE_CUDA_CHANNELS=8"
+          GYRE_CUDA_CHANNELS=8 "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce \
+            -b 1M -e 256M -f 4 -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
+        done
+      }
+      step "ring collectives over cuda_ipc (MPS)" ring_bench
       echo quit | nvidia-cuda-mps-control
     else
       note "MPS daemon did not start: cuda_ipc under MPS not measured"
