@@ -11,8 +11,14 @@ if [ "${1:-}" = --cmake-args ]; then
 fi
 d=${1:?usage: gpu-deps.sh DIR | --cmake-args DIR}
 multiarch=$(gcc -print-multiarch)
+# Replaces only a folder this script made (it leaves a marker) or an empty one.
+if [ -d "$d" ] && [ -n "$(ls -A "$d")" ] && [ ! -e "$d/.gyre-gpu-deps" ]; then
+  echo "gpu-deps: $d exists and was not made by this script; name a new folder" >&2
+  exit 2
+fi
 rm -rf "$d"
 mkdir -p "$d/include" "$d/lib/cmake" "$d/share/cmake"
+touch "$d/.gyre-gpu-deps"
 cp -r /usr/include/asio /usr/include/asio.hpp /usr/include/CLI /usr/include/doctest \
   /usr/include/openssl "$d/include/"
 cp /usr/include/"$multiarch"/openssl/* "$d/include/openssl/"
