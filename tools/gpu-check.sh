@@ -188,36 +188,28 @@ fi
 # 4: speed.
 step "kernel benchmark" "$kernel_bench" 256 20
 if [ -n "$full" ]; then
-  # All-reduce busbw over cuda_ipc, ranks as processes sharing this one GPU: without MPS their
-  # kernels take turns on the GPU (time slices), so it runs first under a private MPS daemon
-  # (started here, stopped after; the GPU's own settings are left alone).
-  ipc_bench() {  # ipc_bench LABEL LARGEST
+  # Busbw over cuda_ipc, ranks as processes sharing this one GPU: without MPS their kernels
+  # take turns on the GPU (time slices), so it runs first under a private MPS daemon (started
+  # here, stopped after; the GPU's own settings are left alone).
+  cuda_bench() {  # cuda_bench LABEL COLLECTIVE LARGEST, at n = 2 and 4
     for n in 2 4; do
-      echo "## n=$n $1"
-      "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce -b 1M -e "$2" -f 4 \
-        -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
+      echo "## $2 n=$n $1"
+      "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" "$2" -b 1M -e "$3" -f 4 -n 10 -w 3 \
+        --cuda | grep -v '^\[[1-9]\]' || return 1
     done
+  }
+  # The other ring collectives, and the all-reduce with the channels of earlier defaults.
+  ring_bench() {
+    for coll in all_gather reduce_scatter broadcast; do
+      cuda_bench "cuda_ipc under MPS" $coll 256M || return 1
+    done
+    GYRE_CUDA_CHANNELS=8 cuda_bench "cuda_ipc under MPS, GYRE_CUDA_CHANNELS=8" all_reduce 256M
   }
   if command -v nvidia-cuda-mps-control >/dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
-      step "all_reduce over cuda_ipc (MPS)" ipc_bench "cuda_ipc under MPS" 1G
-      # The other ring collectives, and the all-reduce with the channels of earlier defaults.
-      ring_bench() {
-        for coll in all_gather reduce_scatter broadcast; do
-          for n in 2 4; do
-            echo "## $coll n=$n cuda_ipc under MPS"
-            "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" $coll -b 1M -e 256M -f 4 \
-              -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
-          done
-        done
-        for n in 2 4; do
-          echo "## all_reduce n=$n cuda_ipc under MPS, GYRE_CUDA_CHANNELS=8"
-          GYRE_CUDA_CHANNELS=8 "$full/tools/gyre-run" -n $n "$full/tools/gyre-bench" all_reduce \
-            -b 1M -e 256M -f 4 -n 10 -w 3 --cuda | grep -v '^\[[1-9]\]' || return 1
-        done
-      }
+      step "all_reduce over cuda_ipc (MPS)" cuda_bench "cuda_ipc under MPS" all_reduce 1G
       step "ring collectives over cuda_ipc (MPS)" ring_bench
       echo quit | nvidia-cuda-mps-control
     else
@@ -228,7 +220,7 @@ if [ -n "$full" ]; then
     note "no nvidia-cuda-mps-control: cuda_ipc under MPS not measured"
   fi
   # Without MPS every wait may cost a time slice: smaller sizes keep the step bounded.
-  step "all_reduce over cuda_ipc (no MPS)" ipc_bench "cuda_ipc" 64M
+  step "all_reduce over cuda_ipc (no MPS)" cuda_bench "cuda_ipc" all_reduce 64M
   # NCCL side by side where nccl-tests' all_reduce_perf is on PATH (NCCL >= 2.30 runs several
   # ranks per GPU with NCCL_MULTI_RANK_GPU_ENABLE=1).
   if command -v all_reduce_perf >/dev/null; then
@@ -242,18 +234,16 @@ fi
 
 # 5: sanitizers.
 if [ -x "$sanitizer" ]; then
-  step "memcheck (kernels)" env GYRE_CUDA_TEST_QUICK=1 "$sanitizer" --tool memcheck \
-    --error-exitcode 1 --leak-check full "$kernel_tests"
-  if [ -n "$full" ]; then
-    step "collectives over cuda_ipc under memcheck" "$sanitizer" --tool memcheck \
-      --error-exitcode 1 "$full/tests/cuda_buffer_tests" -tc='*every collective*,*alternating*'
-  fi
-  step "racecheck (kernels)" env GYRE_CUDA_TEST_QUICK=1 "$sanitizer" --tool racecheck \
-    --error-exitcode 1 "$kernel_tests"
-  if [ -n "$full" ]; then
-    step "collectives over cuda_ipc under racecheck" "$sanitizer" --tool racecheck \
-      --error-exitcode 1 "$full/tests/cuda_buffer_tests" -tc='*every collective*,*alternating*'
-  fi
+  for tool in memcheck racecheck; do
+    leaks=()
+    [ $tool = memcheck ] && leaks=(--leak-check full)
+    step "$tool (kernels)" env GYRE_CUDA_TEST_QUICK=1 "$sanitizer" --tool $tool \
+      --error-exitcode 1 "${leaks[@]}" "$kernel_tests"
+    if [ -n "$full" ]; then
+      step "collectives over cuda_ipc under $tool" "$sanitizer" --tool $tool \
+        --error-exitcode 1 "$full/tests/cuda_buffer_tests" -tc='*every collective*,*alternating*'
+    fi
+  done
 else
   note "no compute-sanitizer: memcheck and racecheck not run"
   failed=1
