@@ -195,8 +195,13 @@ GYRE_API gyreResult_t gyreGroupStart(void);
 GYRE_API gyreResult_t gyreGroupEnd(void);
 GYRE_API gyreResult_t gyreGroupEndAsync(gyreWork_t* work);
 /* gyreSuccess once done, gyreTimeout if still running after timeoutMs (the work goes on),
- * or the error the work ended with. */
+ * or the error the work ended with. With timeoutMs > 0 the waiting thread may run the work
+ * itself, and the calls queued before it, instead of sleeping while the communicator's worker
+ * thread does: it then returns when they end, which may be after timeoutMs (every call ends
+ * by the communicator's timeout). gyreWorkWaitPassive only sleeps (a thread that watches works
+ * which other threads issue and wait for). */
 GYRE_API gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs);
+GYRE_API gyreResult_t gyreWorkWaitPassive(gyreWork_t work, int timeoutMs);
 GYRE_API gyreResult_t gyreWorkTest(gyreWork_t work, int* done);
 /* Waits for the work to finish first. */
 GYRE_API gyreResult_t gyreWorkFree(gyreWork_t work);

@@ -552,7 +552,8 @@ gyreResult_t gyreGroupEndAsync(gyreWork_t* work) {
   });
 }
 
-gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs) {
+namespace {
+gyreResult_t waitForWork(gyreWork_t work, int timeoutMs, bool mayRun) {
   return guarded([&] {
     if (!work) gyre::fail(gyre::Code::invalid_argument, "work is null");
     if (timeoutMs < 0) gyre::fail(gyre::Code::invalid_argument, "timeoutMs is negative");
@@ -560,10 +561,19 @@ gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs) {
     for (auto& part : work->parts) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      const gyre::Status s = part->wait(std::max(left, std::chrono::milliseconds(0)));
+      const gyre::Status s = part->wait(std::max(left, std::chrono::milliseconds(0)), mayRun);
       if (!s.ok()) throw gyre::Failure(s);
     }
   });
+}
+}  // namespace
+
+gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs) {
+  return waitForWork(work, timeoutMs, true);
+}
+
+gyreResult_t gyreWorkWaitPassive(gyreWork_t work, int timeoutMs) {
+  return waitForWork(work, timeoutMs, false);
 }
 
 gyreResult_t gyreWorkTest(gyreWork_t work, int* done) {

@@ -369,10 +369,7 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
 }
 
 void Communicator::Impl::drainQueue() {
-  if (unfinished.load(std::memory_order_acquire) == 0) return;
-  std::unique_lock lock(queueMutex);
-  if (std::this_thread::get_id() == worker.get_id()) return;  // the worker runs in order
-  queueChanged.wait(lock, [&] { return unfinished == 0; });
+  calls->drain();
 }
 
 void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p) {
@@ -477,51 +474,27 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
 }
 
-std::shared_ptr<Work> Communicator::async(std::function<void(Communicator&)> body) {
+std::shared_ptr<Work> Communicator::async(std::function<void(Communicator&)> body, bool helpable) {
   auto& d = *impl_;
-  auto work = std::make_shared<Work>();
-  std::lock_guard lock(d.queueMutex);
-  if (!d.worker.joinable()) {
-    d.worker = std::thread([&d] {
-      std::unique_lock lock(d.queueMutex);
-      while (true) {
-        d.queueChanged.wait(lock, [&] { return d.stopWorker || !d.queue.empty(); });
-        if (d.queue.empty()) return;  // stopping, nothing left
-        auto next = std::move(d.queue.front());
-        d.queue.pop_front();
-        lock.unlock();
-        next();
-        lock.lock();
-        --d.unfinished;
-        d.queueChanged.notify_all();
-      }
-    });
-  }
-  ++d.unfinished;
-  d.queue.push_back([this, work, body = std::move(body)] {
-    try {
-      body(*this);
-      work->finish({});
-    } catch (const Failure& f) {
-      work->finish(f.status());
-    } catch (const std::exception& e) {
-      work->finish({Code::internal, impl_->who() + ": " + e.what()});
-    }
-  });
-  d.queueChanged.notify_all();
+  auto work = std::make_shared<Work>(d.calls);
+  d.calls->push(
+      [this, work, body = std::move(body)] {
+        try {
+          body(*this);
+          work->finish({});
+        } catch (const Failure& f) {
+          work->finish(f.status());
+        } catch (const std::exception& e) {
+          work->finish({Code::internal, impl_->who() + ": " + e.what()});
+        }
+      },
+      helpable);
   return work;
 }
 
 Communicator::~Communicator() {
   auto& d = *impl_;
-  if (d.worker.joinable()) {
-    {
-      std::lock_guard lock(d.queueMutex);
-      d.stopWorker = true;  // the worker finishes what is queued (each call has a deadline)
-    }
-    d.queueChanged.notify_all();
-    d.worker.join();
-  }
+  d.calls->stop();  // what is queued runs first (each call has a deadline)
   d.board.reset();
   if (d.poisoned().ok()) {
     // Let the last slots of the last collective reach the peers before closing.

@@ -121,9 +121,10 @@ class Communicator {
   // without deadlock), after the collectives.
   void runGroup(const std::vector<GroupOp>& ops);
 
-  // Runs `body` on this communicator's worker thread after every call issued before it; the
-  // handle reports when it finished and how. Buffers must outlive the work.
-  std::shared_ptr<Work> async(std::function<void(Communicator&)> body);
+  // Runs `body` after every call issued before it, on this communicator's worker thread or on
+  // a thread that waits for it (`helpable`; runtime/core/call_queue.h); the handle reports
+  // when it finished and how. Buffers must outlive the work.
+  std::shared_ptr<Work> async(std::function<void(Communicator&)> body, bool helpable = true);
 
   // Stream-ordered calls (docs/cuda.md): on the CUDA stream `stream` (a cudaStream_t; null is
   // the default stream), copies the buffers `body` reads to pinned host memory, then holds the

@@ -15,6 +15,7 @@
 #include "algorithms/peer_recorder.h"
 #include "base/call_lock.h"
 #include "base/function_ref.h"
+#include "runtime/core/call_queue.h"
 #include "runtime/core/channel_workers.h"
 #include "runtime/core/communicator.h"
 #include "runtime/core/tuner.h"
@@ -112,13 +113,9 @@ struct Communicator::Impl {
   void pollDeviceFailure();
   void raiseDeviceAbort();
 
-  // The worker thread of async(): started on first use.
-  std::mutex queueMutex;
-  std::condition_variable queueChanged;
-  std::deque<std::function<void()>> queue;
-  std::atomic<size_t> unfinished{0};  // queued or running; changed under queueMutex
-  bool stopWorker = false;
-  std::thread worker;
+  // The calls of async(), in issue order: on their worker thread (started on first use) or on
+  // a thread that waits for them. Shared with their Work handles, which may outlive this.
+  std::shared_ptr<CallQueue> calls = std::make_shared<CallQueue>();
 
   ~Impl();
   std::string who() const { return "rank " + std::to_string(config.rank); }

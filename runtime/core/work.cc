@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "runtime/core/call_queue.h"
+
 namespace gyre {
 
 bool Work::test() const {
@@ -9,9 +11,14 @@ bool Work::test() const {
   return finished_;
 }
 
-Status Work::wait(std::chrono::milliseconds timeout) const {
+Status Work::wait(std::chrono::milliseconds timeout, bool mayRun) const {
+  const auto deadline = CallQueue::Clock::now() + timeout;
+  if (mayRun && timeout.count() > 0 && !test()) {
+    // The queue outlives its communicator's calls only while someone holds it.
+    if (auto queue = queue_.lock()) queue->help([this] { return test(); }, deadline);
+  }
   std::unique_lock lock(mutex_);
-  if (!done_.wait_for(lock, timeout, [&] { return finished_; })) {
+  if (!done_.wait_until(lock, deadline, [&] { return finished_; })) {
     return {Code::timeout, "work not finished after " + std::to_string(timeout.count()) +
                                " ms (it continues; wait again or abort the communicator)"};
   }

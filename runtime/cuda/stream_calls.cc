@@ -191,8 +191,9 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
   check(cudaEventRecord(block.released, stream), "recording an event");
   block.used = true;
 
-  async([&d, call, firstTicket, inputsCopied, staged = std::move(staged), body = std::move(body),
-         signal = staging.host(), pieces, pieceElems, elems, elemBytes](Communicator& c) {
+  auto hostPart = [&d, call, firstTicket, inputsCopied, staged = std::move(staged),
+                   body = std::move(body), signal = staging.host(), pieces, pieceElems, elems,
+                   elemBytes](Communicator& c) {
     Status s;
     size_t k = 0;
     for (; k < pieces; ++k) {
@@ -223,7 +224,9 @@ void Communicator::enqueueOnStream(void* streamHandle, const char* what,
       raiseTo(signal->released, CudaStaging::kReleaseAll);
       throw Failure(s);
     }
-  });
+  };
+  // It waits for CUDA events: the worker's job, never a waiting caller's.
+  async(std::move(hostPart), /*helpable=*/false);
 }
 
 size_t Communicator::stagingBytes() const {

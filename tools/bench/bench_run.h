@@ -51,6 +51,7 @@ struct Options {
   bool inPlace = false;
   int batch = 1;            // all_reduce calls per iteration, on consecutive output slices
   bool group = false;       // inside gyreGroupStart/End
+  bool async = false;       // each call ends with gyreGroupEndAsync and is waited for at once
   bool registered = false;  // buffers registered with gyreCommRegister
   bool cuda = false;        // buffers in CUDA device memory, calls on a stream
 };
@@ -193,6 +194,17 @@ struct Run {
 
   // One call of the row the last prepare() set up.
   void once() {
+    if (!o.async) return issue();
+    // As a framework issues calls that it waits for at once (torch's synchronous collectives).
+    CHECK(gyreGroupStart());
+    issue();
+    gyreWork_t work = nullptr;
+    CHECK(gyreGroupEndAsync(&work));
+    CHECK(gyreWorkWait(work, INT32_MAX));
+    CHECK(gyreWorkFree(work));
+  }
+
+  void issue() {
     const auto t = static_cast<gyreDataType_t>(o.type);
     const auto op = static_cast<gyreRedOp_t>(o.op);
     const CallArgs& a = args;

@@ -343,6 +343,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "all_reduce: calls per iteration (time is for all of them)")
       ->capture_default_str();
   app.add_flag("--group", o.group, "all_reduce: issue each iteration's calls as one group");
+  app.add_flag("--async", o.async,
+               "issue each call in a group ended by gyreGroupEndAsync and wait for its work at "
+               "once (host buffers)");
   app.add_flag("--cuda", o.cuda,
                "buffers in CUDA device memory, calls on a CUDA stream (one kernel over cuda_ipc "
                "links between GPUs of one host, else staged through pinned host memory; see "
@@ -408,10 +411,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: --batch needs all_reduce and a value >= 1\n");
     return 2;
   }
-  if (o.cuda && (o.coll == Coll::sendrecv || o.group || !algorithms.empty() || soakSeconds > 0 ||
-                 o.registered)) {
+  if (o.cuda && (o.coll == Coll::sendrecv || o.group || o.async || !algorithms.empty() ||
+                 soakSeconds > 0 || o.registered)) {
     std::fprintf(stderr,
-                 "gyre-bench: --cuda takes no sendrecv, --group, --algos, --soak or --register\n");
+                 "gyre-bench: --cuda takes no sendrecv, --group, --async, --algos, --soak or "
+                 "--register\n");
     return 2;
   }
 #ifndef GYRE_BENCH_CUDA
@@ -477,6 +481,7 @@ int main(int argc, char** argv) {
                 algo && *algo ? algo : "tuned");
     if (o.batch > 1) std::printf(", %d calls per row%s", o.batch, o.group ? " in one group" : "");
     if (o.registered) std::printf(", registered buffers");
+    if (o.async) std::printf(", each call a work waited for");
     std::printf("\n");
     std::printf("#%11s %12s %9s %6s %5s %11s %11s %11s %7s\n", "size", "count", "type", "redop",
                 "root", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
