@@ -6,6 +6,7 @@ per-repeat averages). Also one DDP training step of a ~25 M-parameter model on e
 and how much of an async all_reduce hides behind computation.
 
     torch_bench.py --out DIR [--sizes 1M,10M,100M,1G] [--procs 2,4,6] [--repeats 3]
+                   [--allreduce-only]
 
 Writes DIR/allreduce.csv, DIR/ddp.csv, DIR/overlap.csv and prints markdown tables.
 """
@@ -33,7 +34,19 @@ def parse_size(text):
 
 
 def iterations(nbytes):
-    return max(3, min(50, (200 << 20) // max(nbytes, 1)))
+    # Small calls take microseconds: enough of them to time, as the large ones take 50 at most.
+    return max(3, min(50 if nbytes >= 1 << 20 else 2000, (200 << 20) // max(nbytes, 1)))
+
+
+def size_label(nbytes):
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def time_label(seconds):
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"
 
 
 def timed(fn, iters):
@@ -50,7 +63,7 @@ def slowest(value):
     return t.item()
 
 
-def worker(rank, size, port, sizes, repeats, results):
+def worker(rank, size, port, sizes, repeats, allreduce_only, results):
     # One compute thread per process: the ranks share the machine's cores already.
     torch.set_num_threads(1)
     dist.init_process_group("gyre", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -66,6 +79,11 @@ def worker(rank, size, port, sizes, repeats, results):
                      for _ in range(repeats)]
             rows.append(("allreduce", backend, size, nbytes, times))
         del t
+    if allreduce_only:
+        if rank == 0:
+            results.put(rows)
+        dist.destroy_process_group()
+        return
     # One DDP step (forward, backward, gradient all-reduce, optimizer) of ~25 M parameters.
     for backend, group in groups.items():
         torch.manual_seed(0)
@@ -116,6 +134,8 @@ def main():
     parser.add_argument("--sizes", default="1M,10M,100M,1G")
     parser.add_argument("--procs", default="2,4,6")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--allreduce-only", action="store_true",
+                        help="only the all_reduce table (no DDP step, no overlap)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -123,7 +143,7 @@ def main():
     rows = []
     for n in [int(p) for p in args.procs.split(",")]:
         results = ctx.SimpleQueue()
-        mp.start_processes(worker, args=(n, free_port(), sizes, args.repeats, results), nprocs=n,
+        mp.start_processes(worker, args=(n, free_port(), sizes, args.repeats, args.allreduce_only, results), nprocs=n,
                            join=True, start_method="spawn")
         rows += results.get()
     print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs; time = slowest rank's average "
@@ -132,7 +152,7 @@ def main():
         out = csv.writer(f)
         out.writerow(["backend", "procs", "bytes", "time_ms_min", "time_ms_median", "time_ms_max",
                       "busbw_GBps_median", "algbw_GBps_median"])
-        print("\n| procs | size | gyre time ms (min/med/max) | gloo time ms (min/med/max) | gyre GB/s | gloo GB/s | gyre / gloo |")
+        print("\n| procs | size | gyre time (min/med/max) | gloo time (min/med/max) | gyre GB/s | gloo GB/s | gyre / gloo |")
         print("| --- | --- | --- | --- | --- | --- | --- |")
         table = {}
         for kind, backend, n, nbytes, times in rows:
@@ -147,10 +167,11 @@ def main():
             if backend != "gyre":
                 continue
             g, o = table[(n, nbytes, "gyre")], table[(n, nbytes, "gloo")]
-            label = f"{nbytes >> 20} MiB"
-            print(f"| {n} | {label} | {g[0]*1e3:.2f} / {g[1]*1e3:.2f} / {g[2]*1e3:.2f} | "
-                  f"{o[0]*1e3:.2f} / {o[1]*1e3:.2f} / {o[2]*1e3:.2f} | {g[3]:.2f} | {o[3]:.2f} | "
+            print(f"| {n} | {size_label(nbytes)} | {' / '.join(time_label(x) for x in g[:3])} | "
+                  f"{' / '.join(time_label(x) for x in o[:3])} | {g[3]:.2f} | {o[3]:.2f} | "
                   f"{o[1] / g[1]:.2f}x |")
+    if args.allreduce_only:
+        return
     with open(os.path.join(args.out, "ddp.csv"), "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["backend", "procs", "params", "step_ms_min", "step_ms_median", "step_ms_max"])

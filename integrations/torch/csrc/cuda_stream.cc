@@ -47,7 +47,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launchOnStream(Launch& l,
   // Copies back into the caller's tensors follow on the same stream.
   for (auto& finish : l.finishers) finish();
   completion->keepAlive = std::move(l.keepAlive);  // until the stream has passed the calls
-  enqueue({nullptr, streamWaiter(device), completion});
+  enqueue({streamWaiter(device), completion});
   return c10::make_intrusive<GyreWork>(completion);
 }
 

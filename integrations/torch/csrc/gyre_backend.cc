@@ -56,14 +56,28 @@ std::vector<at::Tensor> GyreWork::result() {
 }
 
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(completion_->mutex);
-  const auto done = [&] { return completion_->done; };
+  Completion& c = *completion_;
+  if (c.work && !isCompleted()) {
+    if (timeout == kNoTimeout) {
+      GyreBackend::settleHost(c, false);
+    } else {
+      // Runs the call here if it is still queued, else waits for it up to the timeout; the
+      // outcome is the work's, which settleHost reads once it ended.
+      gyreWorkWait(c.work, int(std::min<int64_t>(timeout.count(), INT32_MAX)));
+      int done = 0;
+      TORCH_CHECK(gyreWorkTest(c.work, &done) == gyreSuccess && done,
+                  "gyre: work not completed within the wait's ", timeout.count(), " ms");
+      GyreBackend::settleHost(c, true);
+    }
+  }
+  std::unique_lock lock(c.mutex);
+  const auto done = [&] { return c.done; };
   if (timeout == kNoTimeout) {
-    completion_->changed.wait(lock, done);
-  } else if (!completion_->changed.wait_for(lock, timeout, done)) {
+    c.changed.wait(lock, done);
+  } else if (!c.changed.wait_for(lock, timeout, done)) {
     TORCH_CHECK(false, "gyre: work not completed within the wait's ", timeout.count(), " ms");
   }
-  if (completion_->error) std::rethrow_exception(completion_->error);
+  if (c.error) std::rethrow_exception(c.error);
   return true;
 }
 
@@ -199,7 +213,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
     TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
   }
   if (e != gyreSuccess) raise(l.what, e);
-  enqueue({work, {}, completion});
+  completion->work = work;
+  enqueue({{}, completion});
   return c10::make_intrusive<GyreWork>(completion);
 }
 
@@ -214,7 +229,7 @@ void GyreBackend::enqueue(Pending p) {
   }
   // Stopped at exit: the caller's thread completes it (it holds the GIL, which the callbacks
   // may take again).
-  complete(p);
+  complete(p, false);
 }
 
 void GyreBackend::completeLoop() {
@@ -227,44 +242,64 @@ void GyreBackend::completeLoop() {
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    complete(item);
+    complete(item, true);
   }
 }
 
-void GyreBackend::complete(Pending& item) {
-  gyreResult_t r = gyreSuccess;
-  if (item.work) {
-    // Each gyre operation ends by its own deadline (the communicator's timeout), so this
-    // wait ends too; slices keep the thread responsive. gyreTimeout means "still running"
-    // or "ended with a timeout": gyreWorkTest tells which. A work that finished as the slice
-    // ran out is asked again for its own outcome, or its error would read "not finished".
-    while ((r = gyreWorkWait(item.work, 1000)) == gyreTimeout) {
-      int done = 0;
-      if (gyreWorkTest(item.work, &done) != gyreSuccess) break;
-      if (done) {
-        r = gyreWorkWait(item.work, 0);
-        break;
-      }
-    }
+Completion::~Completion() {
+  if (work) gyreWorkFree(work);  // ended: whoever settled this waited for it
+}
+
+void GyreBackend::complete(Pending& item, bool passive) {
+  Completion& c = *item.completion;
+  if (c.work) {
+    settleHost(c, passive);
   } else if (item.waitStream) {
-    r = item.waitStream();
+    const gyreResult_t r = item.waitStream();
+    settle(c, r, r == gyreSuccess ? "" : gyreGetLastError(comm_));
+  }
+}
+
+void GyreBackend::settleHost(Completion& c, bool passive) {
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.claimed) return;
+  }
+  // Each gyre operation ends by its own deadline (the communicator's timeout), so this wait
+  // ends too; slices keep the thread responsive. gyreTimeout means "still running" or "ended
+  // with a timeout": gyreWorkTest tells which. A work that finished as the slice ran out is
+  // asked again for its own outcome, or its error would read "not finished".
+  const auto wait = passive ? gyreWorkWaitPassive : gyreWorkWait;
+  gyreResult_t r;
+  while ((r = wait(c.work, 1000)) == gyreTimeout) {
+    int done = 0;
+    if (gyreWorkTest(c.work, &done) != gyreSuccess) break;
+    if (done) {
+      r = wait(c.work, 0);
+      break;
+    }
+  }
+  settle(c, r, r == gyreSuccess ? "" : lastError());
+}
+
+void GyreBackend::settle(Completion& c, gyreResult_t result, const std::string& message) {
+  {
+    std::lock_guard lock(c.mutex);
+    if (c.claimed) return;
+    c.claimed = true;
   }
   std::exception_ptr error;
-  if (r != gyreSuccess) {
-    error = failure(std::string("gyre: ") + gyreGetErrorString(r) + ": " +
-                    (item.work ? lastError() : gyreGetLastError(comm_)));
-  }
-  if (item.work) gyreWorkFree(item.work);
-  auto& completion = item.completion;
-  if (!error) {
+  if (result != gyreSuccess) {
+    error = failure(std::string("gyre: ") + gyreGetErrorString(result) + ": " + message);
+  } else {
     try {
-      for (auto& finish : completion->finishers) finish();
+      for (auto& finish : c.finishers) finish();
     } catch (...) {
       error = std::current_exception();
     }
   }
-  finish(*completion, error);
-  for (auto& follower : completion->followers) finish(*follower, error);
+  finish(c, error);
+  for (auto& follower : c.followers) finish(*follower, error);
 }
 
 void GyreBackend::finish(Completion& c, std::exception_ptr error) {
@@ -325,7 +360,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::endBatch() {
     p->finishers.clear();
   }
   all->followers = std::move(parts);
-  Pending pending{work, {}, all};
+  all->work = work;
+  Pending pending{{}, all};
   if (device >= 0) {
     // Copies back follow the calls on the stream; the wait is for the stream to pass them.
     for (auto& f : all->finishers) f();

@@ -32,10 +32,18 @@ using BackendBase = c10d::ProcessGroup;
 #endif
 
 // What one gyre work (one torch call, or a coalesced batch of them) finishes: the copies
-// back into non-contiguous outputs, the future, and every waiter.
+// back into non-contiguous outputs, the future, and every waiter. Settled once, by the thread
+// that first sees its gyre work end: a Work's waiter (which may run the work itself, saving
+// the hand-over to the completion thread and back) or the completion thread.
 struct Completion {
+  Completion() = default;
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+  ~Completion();
+  gyreWork_t work = nullptr;  // host calls: their gyre work, freed with this
   std::mutex mutex;
   std::condition_variable changed;
+  bool claimed = false;  // a thread settles it
   bool done = false;
   std::exception_ptr error;
   std::vector<std::function<void()>> finishers;  // run on success, before `done`
@@ -143,6 +151,15 @@ class GyreBackend : public BackendBase {
   void completeLoop();
   static void finish(Completion& c, std::exception_ptr error);
 
+ public:
+  // Waits for a host call's gyre work (running it on this thread unless `passive`), then
+  // settles `c` unless another thread did: the copies back, the Work, the future, followers.
+  static void settleHost(Completion& c, bool passive);
+
+ private:
+  // Settles `c` with the outcome `result` (`message` says what failed), unless it was settled.
+  static void settle(Completion& c, gyreResult_t result, const std::string& message);
+
   gyreComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   std::mutex launchMutex_;
@@ -153,14 +170,14 @@ class GyreBackend : public BackendBase {
   // Works in flight, completed in order by completer_ (gyre runs them in order): a gyre work
   // (host tensors) or a wait for the CUDA stream to pass the calls (device tensors).
   struct Pending {
-    gyreWork_t work = nullptr;
-    std::function<gyreResult_t()> waitStream;
+    std::function<gyreResult_t()> waitStream;  // device calls; host calls have completion->work
     std::shared_ptr<Completion> completion;
   };
   // Queues `p` for the completion thread; once that was stopped, completes it here.
   void enqueue(Pending p);
-  // Waits for `item` and completes its Work and future (the completion thread, or enqueue).
-  void complete(Pending& item);
+  // Waits for `item` and completes its Work and future (the completion thread, passively, or
+  // enqueue once that has stopped).
+  void complete(Pending& item, bool passive);
   // Stops the completion thread after what is queued (the destructor, stopAllAtExit).
   void stopCompleter();
   // Torch's current CUDA stream on `device`, or null for the host (device -1).
