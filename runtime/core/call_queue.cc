@@ -19,7 +19,7 @@ void CallQueue::push(std::function<void()> call, bool helpable) {
   if (withWorker_ && !worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   ++unfinished_;
   calls_.push_back({std::move(call), helpable});
-  changed_.notify_all();
+  workerWake_.notify_one();
 }
 
 bool CallQueue::frontRunnable(bool byHelper) const {
@@ -39,12 +39,13 @@ void CallQueue::runFront(std::unique_lock<std::mutex>& lock) {
   running_ = false;
   --unfinished_;
   changed_.notify_all();
+  if (!calls_.empty()) workerWake_.notify_one();  // a waiter that ran this may not run the next
 }
 
 void CallQueue::workerLoop() {
   std::unique_lock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] { return frontRunnable(false) || (stopping_ && calls_.empty()); });
+    workerWake_.wait(lock, [&] { return frontRunnable(false) || (stopping_ && calls_.empty()); });
     if (!frontRunnable(false)) return;  // stopping, nothing left
     runFront(lock);
   }
@@ -77,7 +78,7 @@ void CallQueue::drain() {
 void CallQueue::stop() {
   std::unique_lock lock(mutex_);
   stopping_ = true;
-  changed_.notify_all();
+  workerWake_.notify_all();
   if (worker_.joinable()) {
     lock.unlock();
     worker_.join();

@@ -52,7 +52,8 @@ class CallQueue {
 
   const bool withWorker_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable changed_;     // a call ended or a waiter left: for waiters, stop()
+  std::condition_variable workerWake_;  // a call queued, or stop(): for the worker
   std::deque<Call> calls_;
   std::atomic<size_t> unfinished_{0};  // queued or running; changed under mutex_
   bool running_ = false;               // a call runs, on the worker or a helper
