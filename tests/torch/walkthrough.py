@@ -62,6 +62,16 @@ def run(rank, size):
     if not work.is_completed():
         raise AssertionError("work not completed after wait()")
     check("async all_reduce", fut.wait()[0], torch.full((1000,), 6.0))
+    # Calls left in flight, then a synchronous one (on torch 2 it runs on this thread): all run
+    # in issue order, or the sizes would mismatch across ranks.
+    pending = [torch.full((4096,), float(rank + k)) for k in range(4)]
+    works = [dist.all_reduce(p, async_op=True) for p in pending]
+    last = torch.full((8,), float(rank))
+    dist.all_reduce(last)
+    check("a synchronous all_reduce after four in flight", last, torch.full((8,), 6.0))
+    for k, (w, p) in enumerate(zip(works, pending)):
+        w.wait()
+        check(f"in-flight all_reduce {k}", p, torch.full((4096,), 6.0 + 4 * k))
     # Objects travel over the other collectives.
     objects = [None] * size
     dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})

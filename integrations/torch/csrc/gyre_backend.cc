@@ -187,10 +187,16 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   completion->future =
       c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   const int device = deviceOf(l.keepAlive, l.outputs, l.what);
-  std::lock_guard lock(launchMutex_);
+  std::unique_lock lock(launchMutex_);
   if (device >= 0 && !coalescing_) return launchOnStream(l, completion, device);
   completion->keepAlive = std::move(l.keepAlive);
   completion->finishers = std::move(l.finishers);
+  if (l.synchronous && !coalescing_) {
+    const auto [result, error] = runHere(l);
+    lock.unlock();  // settling runs the future's callbacks, which may issue calls
+    settle(*completion, result, error);
+    return c10::make_intrusive<GyreWork>(completion);
+  }
   if (coalescing_) {
     TORCH_CHECK(coalesced_.empty() || coalescedDevice_ == device, "gyre ", l.what,
                 ": a coalesced batch mixes host and CUDA tensors");
@@ -216,6 +222,19 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   completion->work = work;
   enqueue({{}, completion});
   return c10::make_intrusive<GyreWork>(completion);
+}
+
+std::pair<gyreResult_t, std::string> GyreBackend::runHere(Launch& l) {
+  if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
+  const gyreResult_t r = l.call(comm_, nullptr);
+  const std::string callError = r == gyreSuccess ? "" : lastError();
+  // Runs the group here, after every call queued before it (the group ends even when the call
+  // failed its checks, and then has nothing to run).
+  const gyreResult_t e = gyreGroupEnd();
+  if (r != gyreSuccess) {
+    TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
+  }
+  return {e, e == gyreSuccess ? "" : lastError()};
 }
 
 void GyreBackend::enqueue(Pending p) {

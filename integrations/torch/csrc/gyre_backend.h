@@ -19,6 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -67,6 +69,23 @@ class GyreWork : public c10d::Work {
  private:
   std::shared_ptr<Completion> completion_;
 };
+
+// Whether torch's caller waits for the call at once: torch 2's Python API passes async_op in
+// the options (asyncOp), and a synchronous call is waited for before control returns to
+// Python. Older torch does not say: false.
+template <class Options, class = void>
+struct HasAsyncOp : std::false_type {};
+template <class Options>
+struct HasAsyncOp<Options, std::void_t<decltype(std::declval<Options>().asyncOp)>>
+    : std::true_type {};
+template <class Options>
+bool callerWaits(const Options& opts) {
+  if constexpr (HasAsyncOp<Options>::value) {
+    return !opts.asyncOp;
+  } else {
+    return false;
+  }
+}
 
 class GyreBackend : public BackendBase {
  public:
@@ -138,6 +157,8 @@ class GyreBackend : public BackendBase {
   struct Launch {
     explicit Launch(const char* name) : what(name) {}
     const char* what;
+    // The caller waits for the call at once (callerWaits): host calls then run here.
+    bool synchronous = false;
     // Issues the gyre calls; the stream is torch's current CUDA stream for CUDA tensors, else
     // null (host memory).
     std::function<gyreResult_t(gyreComm_t, gyreStream_t)> call;
@@ -146,6 +167,9 @@ class GyreBackend : public BackendBase {
     std::vector<std::function<void()>> finishers;
   };
   c10::intrusive_ptr<Work> launch(Launch l);
+  // A synchronous host call (Launch::synchronous): runs it on this thread, after what is
+  // queued; argument errors raise at once, else its outcome and the error message.
+  std::pair<gyreResult_t, std::string> runHere(Launch& l);
   c10::intrusive_ptr<Work> endBatch();
   [[noreturn]] void raise(const char* what, gyreResult_t result) const;
   void completeLoop();

@@ -41,6 +41,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(Tensors& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   checkSingle(tensors, "broadcast");
   Launch l{"broadcast"};
+  l.synchronous = callerWaits(opts);
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "broadcast");
   const int root = int(opts.rootRank);
@@ -56,6 +57,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   checkSingle(tensors, "all_reduce");
   Launch l{"all_reduce"};
+  l.synchronous = callerWaits(opts);
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "all_reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "all_reduce");
@@ -70,6 +72,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
 c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
     Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   Launch l{"all_reduce_coalesced"};
+  l.synchronous = callerWaits(opts);
   Tensors spaces;
   for (auto& t : tensors) {
     checkCpu(t, l.what);
@@ -96,6 +99,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
                                                    const c10d::ReduceOptions& opts) {
   checkSingle(tensors, "reduce");
   Launch l{"reduce"};
+  l.synchronous = callerWaits(opts);
   const int root = int(opts.rootRank);
   const bool isRoot = root == getRank();
   at::Tensor ws = workspace(tensors[0], isRoot, l.finishers);
@@ -112,11 +116,12 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(std::vector<Tensors>& outputs,
                                                       Tensors& inputs,
-                                                      const c10d::AllgatherOptions&) {
+                                                      const c10d::AllgatherOptions& opts) {
   checkSingle(inputs, "all_gather");
   TORCH_CHECK(outputs.size() == 1, "gyre all_gather: expects one output list");
   checkSameShape(outputs[0], inputs[0], size_t(getSize()), "all_gather");
   Launch l{"all_gather"};
+  l.synchronous = callerWaits(opts);
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat = at::empty({int64_t(getSize()) * inputs[0].numel()}, in.options());
   const auto type = typeOf(in, "all_gather");
@@ -130,7 +135,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(std::vector<Tensors>& outp
 }
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                            const c10d::AllgatherOptions&) {
+                                                            const c10d::AllgatherOptions& opts) {
   checkCpu(input, "all_gather_into_tensor");
   checkCpu(output, "all_gather_into_tensor");
   TORCH_CHECK(
@@ -138,6 +143,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
       "gyre all_gather_into_tensor: the output must hold world size x the input's "
       "elements, of its dtype");
   Launch l{"all_gather_into_tensor"};
+  l.synchronous = callerWaits(opts);
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(in, l.what);
@@ -149,12 +155,12 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
   return launch(std::move(l));
 }
 
-c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(std::vector<Tensors>& outputs,
-                                                                Tensors& inputs,
-                                                                const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(
+    std::vector<Tensors>& outputs, Tensors& inputs, const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == size_t(getSize()),
               "gyre all_gather_coalesced: expects one output list per rank");
   Launch l{"all_gather_coalesced"};
+  l.synchronous = callerWaits(opts);
   Tensors ins, flats;
   std::vector<gyreDataType_t> types;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -191,6 +197,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::gather(std::vector<Tensors>& outputs
   const int root = int(opts.rootRank);
   const bool isRoot = root == getRank();
   Launch l{"gather"};
+  l.synchronous = callerWaits(opts);
   at::Tensor in = inputs[0].contiguous();
   at::Tensor flat;
   if (isRoot) {
@@ -215,6 +222,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::scatter(Tensors& outputs, std::vecto
   const int root = int(opts.rootRank);
   const bool isRoot = root == getRank();
   Launch l{"scatter"};
+  l.synchronous = callerWaits(opts);
   at::Tensor out = workspace(outputs[0], true, l.finishers);
   at::Tensor flat;
   if (isRoot) {
@@ -239,6 +247,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   TORCH_CHECK(inputs.size() == 1, "gyre reduce_scatter: expects one input list");
   checkSameShape(inputs[0], outputs[0], size_t(getSize()), "reduce_scatter");
   Launch l{"reduce_scatter"};
+  l.synchronous = callerWaits(opts);
   at::Tensor out = workspace(outputs[0], true, l.finishers);
   at::Tensor flat = concatenated(inputs[0]);
   const auto type = typeOf(out, l.what);
@@ -260,6 +269,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
       "gyre reduce_scatter_tensor: the input must hold world size x the output's "
       "elements, of its dtype");
   Launch l{"reduce_scatter_tensor"};
+  l.synchronous = callerWaits(opts);
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(out, l.what);
@@ -306,12 +316,13 @@ void blocksOf(const at::Tensor& t, const std::vector<int64_t>& splits, int n,
 c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                           std::vector<int64_t>& outputSplits,
                                                           std::vector<int64_t>& inputSplits,
-                                                          const c10d::AllToAllOptions&) {
+                                                          const c10d::AllToAllOptions& opts) {
   checkCpu(input, "all_to_all_single");
   checkCpu(output, "all_to_all_single");
   TORCH_CHECK(input.scalar_type() == output.scalar_type(),
               "gyre all_to_all_single: input and output dtypes differ");
   Launch l{"all_to_all_single"};
+  l.synchronous = callerWaits(opts);
   at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(in, l.what);
@@ -328,11 +339,12 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall_base(at::Tensor& output, at
 }
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& inputs,
-                                                     const c10d::AllToAllOptions&) {
+                                                     const c10d::AllToAllOptions& opts) {
   const size_t n = size_t(getSize());
   TORCH_CHECK(inputs.size() == n && outputs.size() == n,
               "gyre all_to_all: expects one input and one output tensor per rank");
   Launch l{"all_to_all"};
+  l.synchronous = callerWaits(opts);
   for (auto& t : inputs) checkCpu(t, l.what);
   for (auto& t : outputs) checkCpu(t, l.what);
   at::Tensor in = concatenated(inputs);
@@ -425,8 +437,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter_tensor_coalesced(
 }
 #endif
 
-c10::intrusive_ptr<c10d::Work> GyreBackend::barrier(const c10d::BarrierOptions&) {
+c10::intrusive_ptr<c10d::Work> GyreBackend::barrier(const c10d::BarrierOptions& opts) {
   Launch l{"barrier"};
+  l.synchronous = callerWaits(opts);
   l.call = [](gyreComm_t comm, gyreStream_t) { return gyreBarrier(comm); };
   return launch(std::move(l));
 }
