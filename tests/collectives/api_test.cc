@@ -225,6 +225,33 @@ TEST_CASE("async: several calls in flight complete in issue order; wait, test an
   destroy(comms);
 }
 
+TEST_CASE("async: a passive wait leaves the calls to the worker; waits refuse bad arguments") {
+  const int n = 2;
+  auto comms = initComms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    std::vector<float> a(4096, float(r + 1)), b(8, float(r));
+    gyreWork_t first = nullptr, second = nullptr;
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(a.data(), a.data(), a.size(), gyreFloat32, gyreSum, comms[r], nullptr));
+    OK(gyreGroupEndAsync(&first));
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(b.data(), b.data(), b.size(), gyreFloat32, gyreSum, comms[r], nullptr));
+    OK(gyreGroupEndAsync(&second));
+    OK(gyreWorkWaitPassive(second, 30000));  // the worker ran both, in order
+    int done = 0;
+    OK(gyreWorkTest(first, &done));
+    CHECK(done == 1);
+    CHECK(a[4095] == 3.0f);
+    CHECK(b[7] == 1.0f);
+    CHECK(gyreWorkWait(first, -1) == gyreInvalidArgument);
+    CHECK(gyreWorkWaitPassive(second, -1) == gyreInvalidArgument);
+    OK(gyreWorkFree(first));
+    OK(gyreWorkFree(second));
+  });
+  CHECK(gyreWorkWaitPassive(nullptr, 1) == gyreInvalidArgument);
+  destroy(comms);
+}
+
 // Stream-ordered calls (docs/cuda.md) check their arguments before any CUDA work, so these run
 // everywhere: the stream handle below is never handed to CUDA.
 TEST_CASE("stream-ordered calls: argument errors are returned at once and poison nothing") {
