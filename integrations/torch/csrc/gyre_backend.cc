@@ -192,7 +192,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   completion->keepAlive = std::move(l.keepAlive);
   completion->finishers = std::move(l.finishers);
   if (l.synchronous && !coalescing_) {
-    const auto [result, error] = runHere(l);
+    const auto [result, error] = issueGroup(l, nullptr);
     lock.unlock();  // settling runs the future's callbacks, which may issue calls
     settle(*completion, result, error);
     return c10::make_intrusive<GyreWork>(completion);
@@ -206,35 +206,33 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
     coalesced_.push_back(completion);
     return c10::make_intrusive<GyreWork>(completion);
   }
-  if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
-  const gyreResult_t r = l.call(comm_, nullptr);
-  const std::string callError = r == gyreSuccess ? "" : lastError();
   gyreWork_t work = nullptr;
-  const gyreResult_t e = gyreGroupEndAsync(&work);  // the group ends even when the call failed
-  if (r != gyreSuccess) {
-    if (work) {
-      gyreWorkWait(work, 0);
-      gyreWorkFree(work);
-    }
-    TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
+  const auto [result, error] = issueGroup(l, &work);
+  if (result != gyreSuccess) {
+    TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(result), "): ", error);
   }
-  if (e != gyreSuccess) raise(l.what, e);
   completion->work = work;
   enqueue({{}, completion});
   return c10::make_intrusive<GyreWork>(completion);
 }
 
-std::pair<gyreResult_t, std::string> GyreBackend::runHere(Launch& l) {
+std::pair<gyreResult_t, std::string> GyreBackend::issueGroup(Launch& l, gyreWork_t* work) {
   if (gyreGroupStart() != gyreSuccess) raise(l.what, gyreInternalError);
   const gyreResult_t r = l.call(comm_, nullptr);
   const std::string callError = r == gyreSuccess ? "" : lastError();
-  // Runs the group here, after every call queued before it (the group ends even when the call
-  // failed its checks, and then has nothing to run).
-  const gyreResult_t e = gyreGroupEnd();
+  // The group ends even when the call failed its checks, and then has nothing to run; ended
+  // here, it runs after every call queued before it.
+  const gyreResult_t e = work ? gyreGroupEndAsync(work) : gyreGroupEnd();
+  const std::string endError = e == gyreSuccess ? "" : lastError();
   if (r != gyreSuccess) {
+    if (work && *work) {
+      gyreWorkWait(*work, 0);
+      gyreWorkFree(*work);
+      *work = nullptr;
+    }
     TORCH_CHECK(false, "gyre ", l.what, " failed (", gyreGetErrorString(r), "): ", callError);
   }
-  return {e, e == gyreSuccess ? "" : lastError()};
+  return {e, endError};
 }
 
 void GyreBackend::enqueue(Pending p) {

@@ -167,20 +167,18 @@ class GyreBackend : public BackendBase {
     std::vector<std::function<void()>> finishers;
   };
   c10::intrusive_ptr<Work> launch(Launch l);
-  // A synchronous host call (Launch::synchronous): runs it on this thread, after what is
-  // queued; argument errors raise at once, else its outcome and the error message.
-  std::pair<gyreResult_t, std::string> runHere(Launch& l);
+  // Issues a host call as one gyre group: ended asynchronously into `*work` when `work` is
+  // given, else run on this thread after what is queued (Launch::synchronous). Argument errors
+  // raise at once; else the group's outcome and its error message.
+  std::pair<gyreResult_t, std::string> issueGroup(Launch& l, gyreWork_t* work);
   c10::intrusive_ptr<Work> endBatch();
   [[noreturn]] void raise(const char* what, gyreResult_t result) const;
   void completeLoop();
   static void finish(Completion& c, std::exception_ptr error);
-
- public:
   // Waits for a host call's gyre work (running it on this thread unless `passive`), then
   // settles `c` unless another thread did: the copies back, the Work, the future, followers.
   static void settleHost(Completion& c, bool passive);
-
- private:
+  friend class GyreWork;  // its wait settles what it waited for
   // Settles `c` with the outcome `result` (`message` says what failed), unless it was settled.
   static void settle(Completion& c, gyreResult_t result, const std::string& message);
 
