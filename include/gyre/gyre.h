@@ -203,6 +203,14 @@ GYRE_API gyreResult_t gyreGroupEndAsync(gyreWork_t* work);
 GYRE_API gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs);
 GYRE_API gyreResult_t gyreWorkWaitPassive(gyreWork_t work, int timeoutMs);
 GYRE_API gyreResult_t gyreWorkTest(gyreWork_t work, int* done);
+/* Calls fn(arg) once the work has run, just before waits and gyreWorkTest see it done: on the
+ * thread that ran its last part (the communicator's worker, or one inside gyreWorkWait, a
+ * blocking call or gyreGroupEnd that ran it), or on this thread at once when it has run
+ * already. For a thread that completes works for others without sleeping on each one: fn
+ * must be quick and must not call gyre (it runs inside the communicator's call, and the work
+ * is not done yet, so waiting for or freeing it would never return). One per work. */
+typedef void (*gyreWorkCallback_t)(void* arg);
+GYRE_API gyreResult_t gyreWorkOnEnd(gyreWork_t work, gyreWorkCallback_t fn, void* arg);
 /* Waits for the work to finish first. */
 GYRE_API gyreResult_t gyreWorkFree(gyreWork_t work);
 

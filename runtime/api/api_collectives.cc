@@ -1,6 +1,6 @@
-// The C API's collectives, groups and work handles. Host buffers with no stream run the
-// blocking host form (or are deferred inside a group); a stream or CUDA device memory takes the
-// stream-ordered form (docs/cuda.md).
+// The C API's collectives and groups (work handles: api_work.cc). Host buffers with no
+// stream run the blocking host form (or are deferred inside a group); a stream or CUDA device
+// memory takes the stream-ordered form (docs/cuda.md).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -549,47 +549,6 @@ gyreResult_t gyreGroupEndAsync(gyreWork_t* work) {
           commOf(comm).async([ops = std::move(ops)](gyre::Communicator& c) { c.runGroup(ops); }));
     }
     *work = handle.release();
-  });
-}
-
-namespace {
-gyreResult_t waitForWork(gyreWork_t work, int timeoutMs, bool mayRun) {
-  return guarded([&] {
-    if (!work) gyre::fail(gyre::Code::invalid_argument, "work is null");
-    if (timeoutMs < 0) gyre::fail(gyre::Code::invalid_argument, "timeoutMs is negative");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    for (auto& part : work->parts) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      const gyre::Status s = part->wait(std::max(left, std::chrono::milliseconds(0)), mayRun);
-      if (!s.ok()) throw gyre::Failure(s);
-    }
-  });
-}
-}  // namespace
-
-gyreResult_t gyreWorkWait(gyreWork_t work, int timeoutMs) {
-  return waitForWork(work, timeoutMs, true);
-}
-
-gyreResult_t gyreWorkWaitPassive(gyreWork_t work, int timeoutMs) {
-  return waitForWork(work, timeoutMs, false);
-}
-
-gyreResult_t gyreWorkTest(gyreWork_t work, int* done) {
-  return guarded([&] {
-    if (!work || !done) gyre::fail(gyre::Code::invalid_argument, "work or done is null");
-    *done = 1;
-    for (auto& part : work->parts)
-      if (!part->test()) *done = 0;
-  });
-}
-
-gyreResult_t gyreWorkFree(gyreWork_t work) {
-  return guarded([&] {
-    if (!work) return;
-    for (auto& part : work->parts) part->wait(std::chrono::hours(24 * 365));
-    delete work;
   });
 }
 

@@ -15,6 +15,7 @@ struct gyreComm {
 
 struct gyreWork {
   std::vector<std::shared_ptr<gyre::Work>> parts;  // one per communicator of the group
+  bool onEndSet = false;                           // gyreWorkOnEnd was called
 };
 
 namespace gyre::api {

@@ -25,7 +25,29 @@ Status Work::wait(std::chrono::milliseconds timeout, bool mayRun) const {
   return status_;
 }
 
+void Work::onEnd(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mutex_);
+    if (onEndSet_) fail(Code::invalid_usage, "a work takes one end callback");
+    onEndSet_ = true;
+    if (!ending_) {
+      onEnd_ = std::move(fn);
+      return;
+    }
+  }
+  fn();
+}
+
 void Work::finish(Status status) {
+  std::function<void()> fn;
+  {
+    std::lock_guard lock(mutex_);
+    ending_ = true;
+    fn = std::move(onEnd_);
+  }
+  // Before the work reads finished: whoever waits for it to free what the callback uses
+  // (gyreWorkFree) waits for the callback too.
+  if (fn) fn();
   {
     std::lock_guard lock(mutex_);
     status_ = std::move(status);

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -22,10 +23,16 @@ class Work {
   // else how it ended. `mayRun`: a wait with time to spare may run the work, and the calls
   // queued before it, on the waiting thread (CallQueue); it then returns when they end.
   Status wait(std::chrono::milliseconds timeout, bool mayRun = true) const;
+  // Runs `fn` once the work has run, just before waits see it finished: on the thread that
+  // ran it, or here at once when it has run already. At most one per work.
+  void onEnd(std::function<void()> fn);
   // Called once by the thread that ran the work.
   void finish(Status status);
 
  private:
+  std::function<void()> onEnd_;
+  bool onEndSet_ = false;
+  bool ending_ = false;  // finish() took onEnd_: a later one runs at once
   std::weak_ptr<CallQueue> queue_;
   mutable std::mutex mutex_;
   mutable std::condition_variable done_;

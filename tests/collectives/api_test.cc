@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <numeric>
+#include <thread>
+#include <vector>
 
 #include "gyre/gyre.h"
 #include "tests/harness/thread_ranks.h"
@@ -249,6 +251,70 @@ TEST_CASE("async: a passive wait leaves the calls to the worker; waits refuse ba
     OK(gyreWorkFree(second));
   });
   CHECK(gyreWorkWaitPassive(nullptr, 1) == gyreInvalidArgument);
+  destroy(comms);
+}
+
+namespace {
+// What an end callback saw: how often it ran, on which thread, and the all-reduce's results.
+struct EndSeen {
+  std::atomic<int> calls{0};
+  std::thread::id thread;
+  const std::vector<float>* a = nullptr;
+  const std::vector<float>* b = nullptr;
+  float aLast = 0, bLast = 0;
+};
+void recordEnd(void* arg) {
+  auto& seen = *static_cast<EndSeen*>(arg);
+  seen.thread = std::this_thread::get_id();
+  if (seen.a) seen.aLast = seen.a->back();
+  if (seen.b) seen.bLast = seen.b->back();
+  seen.calls.fetch_add(1);
+}
+}  // namespace
+
+TEST_CASE("async: an end callback runs once, after every part ran, before the wait returns") {
+  const int n = 2;
+  auto comms = initComms(n);
+  std::vector<gyreComm_t> children(n, nullptr);
+  gyre::test::onThreads(n,
+                        [&](int r) { OK(gyreCommSplit(comms[r], 0, r, &children[r], nullptr)); });
+  gyre::test::onThreads(n, [&](int r) {
+    // A group on two communicators (two parts), waited for passively: the worker threads run
+    // it, and the part that ends last calls back, once, with both results written.
+    std::vector<float> a(4096, float(r + 1)), b(8, float(r));
+    EndSeen seen;
+    seen.a = &a;
+    seen.b = &b;
+    gyreWork_t work = nullptr;
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(a.data(), a.data(), a.size(), gyreFloat32, gyreSum, comms[r], nullptr));
+    OK(gyreAllReduce(b.data(), b.data(), b.size(), gyreFloat32, gyreSum, children[r], nullptr));
+    OK(gyreGroupEndAsync(&work));
+    OK(gyreWorkOnEnd(work, recordEnd, &seen));
+    OK(gyreWorkWaitPassive(work, 30000));
+    CHECK(seen.calls.load() == 1);
+    CHECK(seen.thread != std::this_thread::get_id());
+    CHECK(seen.aLast == 3.0f);
+    CHECK(seen.bLast == 1.0f);
+    // One callback per work; null arguments are refused.
+    CHECK(gyreWorkOnEnd(work, recordEnd, &seen) == gyreInvalidUsage);
+    CHECK(gyreWorkOnEnd(work, nullptr, &seen) == gyreInvalidArgument);
+    CHECK(seen.calls.load() == 1);
+    OK(gyreWorkFree(work));
+    // On a work that has run, the callback runs at once, on this thread.
+    EndSeen late;
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(b.data(), b.data(), b.size(), gyreFloat32, gyreSum, comms[r], nullptr));
+    OK(gyreGroupEndAsync(&work));
+    OK(gyreWorkWait(work, 30000));
+    OK(gyreWorkOnEnd(work, recordEnd, &late));
+    CHECK(late.calls.load() == 1);
+    CHECK(late.thread == std::this_thread::get_id());
+    CHECK(b[7] == 2.0f);
+    OK(gyreWorkFree(work));
+  });
+  CHECK(gyreWorkOnEnd(nullptr, recordEnd, nullptr) == gyreInvalidArgument);
+  destroy(children);
   destroy(comms);
 }
 
