@@ -1,8 +1,10 @@
 """The six-collective walkthrough of the torch.distributed tutorial, on the "gyre" backend:
 4 processes from torch.multiprocessing.spawn, MASTER_ADDR/MASTER_PORT, init_process(rank,
 size, fn, backend="gyre"); each checks the values the tutorial states."""
+import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -72,6 +74,35 @@ def run(rank, size):
     for k, (w, p) in enumerate(zip(works, pending)):
         w.wait()
         check(f"in-flight all_reduce {k}", p, torch.full((4096,), 6.0 + 4 * k))
+    # A wait that gives up while the call runs elsewhere, and the work still completes: rank 0
+    # joins late, so on the others the worker thread is running `first` when `second` is
+    # waited for with a short timeout; nobody waits for `second` after that, and its future
+    # completes all the same (the completion thread settles it).
+    first, second = torch.full((64,), float(rank)), torch.full((16,), float(rank))
+    if rank == 0:
+        time.sleep(1.0)
+    w1 = dist.all_reduce(first, async_op=True)
+    if rank != 0:
+        time.sleep(0.2)  # the worker has taken `first` and waits for rank 0
+    w2 = dist.all_reduce(second, async_op=True)
+    fut = w2.get_future()
+    if rank != 0:
+        try:
+            w2.wait(timeout=datetime.timedelta(milliseconds=50))
+            raise AssertionError(f"rank {rank}: a 50 ms wait on a call queued behind one that "
+                                 "waits for rank 0 (1 s late) returned")
+        except RuntimeError as e:
+            if "not completed" not in str(e):
+                raise
+    deadline = time.monotonic() + 60
+    while not fut.done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"rank {rank}: the future of a work whose wait gave up did not "
+                                 "complete in 60 s")
+        time.sleep(0.01)
+    check("future of a work whose wait gave up", fut.wait()[0], torch.full((16,), 6.0))
+    w1.wait()
+    check("the call in front of it", first, torch.full((64,), 6.0))
     # Objects travel over the other collectives.
     objects = [None] * size
     dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})

@@ -58,6 +58,12 @@ std::vector<at::Tensor> GyreWork::result() {
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
   Completion& c = *completion_;
   if (c.work && !isCompleted()) {
+    {
+      // While this thread waits, the work's end leaves settling to it (onWorkEnd).
+      std::lock_guard lock(c.mutex);
+      ++c.waiters;
+    }
+    bool settles = true;
     if (timeout == kNoTimeout) {
       GyreBackend::settleHost(c, false);
     } else {
@@ -65,10 +71,16 @@ bool GyreWork::wait(std::chrono::milliseconds timeout) {
       // outcome is the work's, which settleHost reads once it ended.
       gyreWorkWait(c.work, int(std::min<int64_t>(timeout.count(), INT32_MAX)));
       int done = 0;
-      TORCH_CHECK(gyreWorkTest(c.work, &done) == gyreSuccess && done,
-                  "gyre: work not completed within the wait's ", timeout.count(), " ms");
-      GyreBackend::settleHost(c, true);
+      settles = gyreWorkTest(c.work, &done) == gyreSuccess && done;
     }
+    {
+      std::lock_guard lock(c.mutex);
+      --c.waiters;
+      // Its end came after the test, and saw this waiter: nobody else settles it.
+      settles = settles || c.ended;
+    }
+    TORCH_CHECK(settles, "gyre: work not completed within the wait's ", timeout.count(), " ms");
+    GyreBackend::settleHost(c, true);
   }
   std::unique_lock lock(c.mutex);
   const auto done = [&] { return c.done; };
@@ -236,11 +248,23 @@ std::pair<gyreResult_t, std::string> GyreBackend::issueGroup(Launch& l, gyreWork
 }
 
 void GyreBackend::enqueue(Pending p) {
+  Completion& c = *p.completion;
+  if (c.work) {
+    c.owner = this;
+    const gyreResult_t r = gyreWorkOnEnd(c.work, &GyreBackend::onWorkEnd, &c);
+    if (r != gyreSuccess) raise("a call's end callback", r);
+  }
+  std::vector<Pending> settled;  // dropped outside the lock: a tensor may free a Python object
   {
     std::lock_guard lock(queueMutex_);
     if (!stopping_) {
+      // Works that Work waiters settled leave from the front, in order.
+      while (!queue_.empty() && queue_.front().completion->claimed) {
+        settled.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
       queue_.push_back(std::move(p));
-      queueChanged_.notify_all();
+      if (!c.work || c.ended) queueChanged_.notify_all();
       return;
     }
   }
@@ -249,17 +273,36 @@ void GyreBackend::enqueue(Pending p) {
   complete(p, false);
 }
 
+void GyreBackend::onWorkEnd(void* arg) {
+  Completion& c = *static_cast<Completion*>(arg);
+  {
+    std::lock_guard lock(c.mutex);
+    c.ended = true;
+    if (c.waiters > 0) return;
+  }
+  // The Completion and its backend outlive this: both wait for the work to finish, which it
+  // does once this returns.
+  GyreBackend& b = *c.owner;
+  { std::lock_guard lock(b.queueMutex_); }  // the completion thread waits or sees `ended`
+  b.queueChanged_.notify_all();
+}
+
+bool GyreBackend::frontReady() const {
+  const Completion& c = *queue_.front().completion;
+  return !c.work || c.ended || c.claimed;
+}
+
 void GyreBackend::completeLoop() {
   while (true) {
     Pending item;
     {
       std::unique_lock lock(queueMutex_);
-      queueChanged_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      queueChanged_.wait(lock, [&] { return stopping_ || (!queue_.empty() && frontReady()); });
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    complete(item, true);
+    if (!item.completion->claimed) complete(item, true);
   }
 }
 

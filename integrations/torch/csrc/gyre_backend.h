@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -33,19 +34,25 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+class GyreBackend;
+
 // What one gyre work (one torch call, or a coalesced batch of them) finishes: the copies
 // back into non-contiguous outputs, the future, and every waiter. Settled once, by the thread
 // that first sees its gyre work end: a Work's waiter (which may run the work itself, saving
-// the hand-over to the completion thread and back) or the completion thread.
+// the hand-over to the completion thread and back) or the completion thread, which the work's
+// end wakes only when no Work waits for it.
 struct Completion {
   Completion() = default;
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
   ~Completion();
-  gyreWork_t work = nullptr;  // host calls: their gyre work, freed with this
+  gyreWork_t work = nullptr;     // host calls: their gyre work, freed with this
+  GyreBackend* owner = nullptr;  // whose completion thread settles it if no Work waits
   std::mutex mutex;
   std::condition_variable changed;
-  bool claimed = false;  // a thread settles it
+  std::atomic<bool> claimed{false};  // a thread settles it (set under `mutex`)
+  std::atomic<bool> ended{false};    // the gyre work has run (set under `mutex`)
+  int waiters = 0;                   // threads in GyreWork::wait, which settle it
   bool done = false;
   std::exception_ptr error;
   std::vector<std::function<void()>> finishers;  // run on success, before `done`
@@ -195,8 +202,14 @@ class GyreBackend : public BackendBase {
     std::function<gyreResult_t()> waitStream;  // device calls; host calls have completion->work
     std::shared_ptr<Completion> completion;
   };
-  // Queues `p` for the completion thread; once that was stopped, completes it here.
+  // Queues `p` for the completion thread; once that was stopped, completes it here. A host
+  // call's work wakes that thread when it ends unless a Work waits for it (onWorkEnd).
   void enqueue(Pending p);
+  // gyreWorkOnEnd's callback (on the thread that ran the work): marks the Completion `arg`
+  // ended and, unless a waiter in GyreWork::wait will settle it, wakes the completion thread.
+  static void onWorkEnd(void* arg);
+  // The completion thread's next item is ready: it waits on a stream, or its work ended.
+  bool frontReady() const;
   // Waits for `item` and completes its Work and future (the completion thread, passively, or
   // enqueue once that has stopped).
   void complete(Pending& item, bool passive);
