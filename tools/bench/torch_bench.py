@@ -6,7 +6,11 @@ per-repeat averages). Also one DDP training step of a ~25 M-parameter model on e
 and how much of an async all_reduce hides behind computation.
 
     torch_bench.py --out DIR [--sizes 1M,10M,100M,1G] [--procs 2,4,6] [--repeats 3]
-                   [--allreduce-only]
+                   [--allreduce-only] [--async-wait] [--bind]
+
+--async-wait times `all_reduce(t, async_op=True).wait()` instead of the synchronous call.
+--bind pins each rank's process to its block of the CPUs, as `gyre-run --bind auto` does
+(spawned processes otherwise float, as under torchrun).
 
 Writes DIR/allreduce.csv, DIR/ddp.csv, DIR/overlap.csv and prints markdown tables.
 """
@@ -63,7 +67,21 @@ def slowest(value):
     return t.item()
 
 
-def worker(rank, size, port, sizes, repeats, allreduce_only, results):
+def bind_block(rank, size):
+    # gyre-run's blocks: with more ranks than CPUs consecutive ranks share one, else each rank
+    # gets an even share.
+    cpus = sorted(os.sched_getaffinity(0))
+    if size > len(cpus):
+        mine = {cpus[rank * len(cpus) // size]}
+    else:
+        share = len(cpus) // size
+        mine = set(cpus[rank * share:(rank + 1) * share])
+    os.sched_setaffinity(0, mine)
+
+
+def worker(rank, size, port, sizes, repeats, allreduce_only, async_wait, bind, results):
+    if bind:
+        bind_block(rank, size)
     # One compute thread per process: the ranks share the machine's cores already.
     torch.set_num_threads(1)
     dist.init_process_group("gyre", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -73,10 +91,15 @@ def worker(rank, size, port, sizes, repeats, allreduce_only, results):
     for nbytes in sizes:
         t = torch.ones(nbytes // 4, dtype=torch.float32)
         for backend, group in groups.items():
+            if async_wait:
+                def call():
+                    dist.all_reduce(t, group=group, async_op=True).wait()
+            else:
+                def call():
+                    dist.all_reduce(t, group=group)
             for _ in range(2):  # warm-up
-                dist.all_reduce(t, group=group)
-            times = [slowest(timed(lambda: dist.all_reduce(t, group=group), iterations(nbytes)))
-                     for _ in range(repeats)]
+                call()
+            times = [slowest(timed(call, iterations(nbytes))) for _ in range(repeats)]
             rows.append(("allreduce", backend, size, nbytes, times))
         del t
     if allreduce_only:
@@ -136,6 +159,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--allreduce-only", action="store_true",
                         help="only the all_reduce table (no DDP step, no overlap)")
+    parser.add_argument("--async-wait", action="store_true",
+                        help="time all_reduce(async_op=True).wait() instead of all_reduce()")
+    parser.add_argument("--bind", action="store_true",
+                        help="pin each rank to its block of CPUs, as gyre-run --bind auto does")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     sizes = [parse_size(s) for s in args.sizes.split(",")]
@@ -143,11 +170,13 @@ def main():
     rows = []
     for n in [int(p) for p in args.procs.split(",")]:
         results = ctx.SimpleQueue()
-        mp.start_processes(worker, args=(n, free_port(), sizes, args.repeats, args.allreduce_only, results), nprocs=n,
+        mp.start_processes(worker, args=(n, free_port(), sizes, args.repeats, args.allreduce_only, args.async_wait, args.bind, results), nprocs=n,
                            join=True, start_method="spawn")
         rows += results.get()
-    print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs; time = slowest rank's average "
-          f"per call, min/median/max over {args.repeats} repeats")
+    call = "all_reduce(async_op=True).wait()" if args.async_wait else "all_reduce()"
+    call += ", ranks bound in blocks" if args.bind else ", ranks floating"
+    print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs, {call}; time = slowest rank's "
+          f"average per call, min/median/max over {args.repeats} repeats")
     with open(os.path.join(args.out, "allreduce.csv"), "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["backend", "procs", "bytes", "time_ms_min", "time_ms_median", "time_ms_max",
