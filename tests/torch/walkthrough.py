@@ -2,9 +2,11 @@
 4 processes from torch.multiprocessing.spawn, MASTER_ADDR/MASTER_PORT, init_process(rank,
 size, fn, backend="gyre"); each checks the values the tutorial states."""
 import datetime
+import gc
 import os
 import sys
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -64,6 +66,16 @@ def run(rank, size):
     if not work.is_completed():
         raise AssertionError("work not completed after wait()")
     check("async all_reduce", fut.wait()[0], torch.full((1000,), 6.0))
+    # Once waited for and let go of, a call's tensor is gyre's no more: nothing keeps it alive.
+    t = torch.full((1000,), float(rank))
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    check("async all_reduce, waited for", t, torch.full((1000,), 6.0))
+    alive = weakref.ref(t)
+    del work, t
+    gc.collect()
+    if alive() is not None:
+        raise AssertionError(f"rank {rank}: a tensor waited for and let go of is still referenced")
     # Calls left in flight, then a synchronous one (on torch 2 it runs on this thread): all run
     # in issue order, or the sizes would mismatch across ranks.
     pending = [torch.full((4096,), float(rank + k)) for k in range(4)]

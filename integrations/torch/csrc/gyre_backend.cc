@@ -81,6 +81,14 @@ bool GyreWork::wait(std::chrono::milliseconds timeout) {
     }
     TORCH_CHECK(settles, "gyre: work not completed within the wait's ", timeout.count(), " ms");
     GyreBackend::settleHost(c, true);
+    // What waiters settled leaves the completion thread's queue here, which that thread (not
+    // woken for it) would otherwise hold until the next call: outputs are freed when the
+    // caller lets go of them.
+    if (auto queue = c.queue.lock()) {
+      std::vector<Pending> settled;
+      std::lock_guard lock(queue->mutex);
+      settled = queue->takeSettled();
+    }
   }
   std::unique_lock lock(c.mutex);
   const auto done = [&] { return c.done; };
@@ -136,10 +144,10 @@ void GyreBackend::stopCompleter() {
   std::optional<pybind11::gil_scoped_release> noGil;
   if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
   {
-    std::lock_guard lock(queueMutex_);
-    stopping_ = true;
+    std::lock_guard lock(queue_->mutex);
+    queue_->stopping = true;
   }
-  queueChanged_.notify_all();
+  queue_->changed.notify_all();
   // stopAllAtExit holds a reference while it stops one: never beside the destructor.
   if (completer_.joinable()) completer_.join();
 }
@@ -247,24 +255,29 @@ std::pair<gyreResult_t, std::string> GyreBackend::issueGroup(Launch& l, gyreWork
   return {e, endError};
 }
 
+std::vector<Pending> CompletionQueue::takeSettled() {
+  std::vector<Pending> settled;
+  while (!items.empty() && items.front().completion->claimed) {
+    settled.push_back(std::move(items.front()));
+    items.pop_front();
+  }
+  return settled;
+}
+
 void GyreBackend::enqueue(Pending p) {
   Completion& c = *p.completion;
   if (c.work) {
-    c.owner = this;
+    c.queue = queue_;
     const gyreResult_t r = gyreWorkOnEnd(c.work, &GyreBackend::onWorkEnd, &c);
     if (r != gyreSuccess) raise("a call's end callback", r);
   }
-  std::vector<Pending> settled;  // dropped outside the lock: a tensor may free a Python object
+  std::vector<Pending> settled;  // dropped after the lock
   {
-    std::lock_guard lock(queueMutex_);
-    if (!stopping_) {
-      // Works that Work waiters settled leave from the front, in order.
-      while (!queue_.empty() && queue_.front().completion->claimed) {
-        settled.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      queue_.push_back(std::move(p));
-      if (!c.work || c.ended) queueChanged_.notify_all();
+    std::lock_guard lock(queue_->mutex);
+    if (!queue_->stopping) {
+      settled = queue_->takeSettled();
+      queue_->items.push_back(std::move(p));
+      if (!c.work || c.ended) queue_->changed.notify_all();
       return;
     }
   }
@@ -280,15 +293,16 @@ void GyreBackend::onWorkEnd(void* arg) {
     c.ended = true;
     if (c.waiters > 0) return;
   }
-  // The Completion and its backend outlive this: both wait for the work to finish, which it
-  // does once this returns.
-  GyreBackend& b = *c.owner;
-  { std::lock_guard lock(b.queueMutex_); }  // the completion thread waits or sees `ended`
-  b.queueChanged_.notify_all();
+  // The Completion outlives this: it waits for its work to finish, which happens once this
+  // returns. The queue is gone only with its backend and completion thread.
+  if (auto queue = c.queue.lock()) {
+    { std::lock_guard lock(queue->mutex); }  // the completion thread waits or sees `ended`
+    queue->changed.notify_all();
+  }
 }
 
 bool GyreBackend::frontReady() const {
-  const Completion& c = *queue_.front().completion;
+  const Completion& c = *queue_->items.front().completion;
   return !c.work || c.ended || c.claimed;
 }
 
@@ -296,11 +310,12 @@ void GyreBackend::completeLoop() {
   while (true) {
     Pending item;
     {
-      std::unique_lock lock(queueMutex_);
-      queueChanged_.wait(lock, [&] { return stopping_ || (!queue_.empty() && frontReady()); });
-      if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      CompletionQueue& q = *queue_;
+      std::unique_lock lock(q.mutex);
+      q.changed.wait(lock, [&] { return q.stopping || (!q.items.empty() && frontReady()); });
+      if (q.items.empty()) return;
+      item = std::move(q.items.front());
+      q.items.pop_front();
     }
     if (!item.completion->claimed) complete(item, true);
   }

@@ -34,7 +34,27 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
-class GyreBackend;
+struct Completion;
+
+// A call in flight for the completion thread: a gyre work (host tensors: completion->work), or
+// a wait for the CUDA stream to pass the calls (device tensors: waitStream).
+struct Pending {
+  std::function<gyreResult_t()> waitStream;
+  std::shared_ptr<Completion> completion;
+};
+
+// The completion thread's queue, completed in order (gyre runs the works in order). Each
+// Completion holds it weakly, so that a work's end and a Work's waiter reach it while the
+// backend lives.
+struct CompletionQueue {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Pending> items;
+  bool stopping = false;
+  // Under `mutex`: takes the items at the front that a Work's waiter settled, for the caller
+  // to drop once it released the lock (a tensor may free a Python object).
+  std::vector<Pending> takeSettled();
+};
 
 // What one gyre work (one torch call, or a coalesced batch of them) finishes: the copies
 // back into non-contiguous outputs, the future, and every waiter. Settled once, by the thread
@@ -46,8 +66,8 @@ struct Completion {
   Completion(const Completion&) = delete;
   Completion& operator=(const Completion&) = delete;
   ~Completion();
-  gyreWork_t work = nullptr;     // host calls: their gyre work, freed with this
-  GyreBackend* owner = nullptr;  // whose completion thread settles it if no Work waits
+  gyreWork_t work = nullptr;             // host calls: their gyre work, freed with this
+  std::weak_ptr<CompletionQueue> queue;  // whose thread settles it if no Work waits
   std::mutex mutex;
   std::condition_variable changed;
   std::atomic<bool> claimed{false};  // a thread settles it (set under `mutex`)
@@ -196,12 +216,6 @@ class GyreBackend : public BackendBase {
   int coalescedDevice_ = -1;  // the CUDA device of the batch's calls, or -1 (host)
   std::vector<std::shared_ptr<Completion>> coalesced_;
 
-  // Works in flight, completed in order by completer_ (gyre runs them in order): a gyre work
-  // (host tensors) or a wait for the CUDA stream to pass the calls (device tensors).
-  struct Pending {
-    std::function<gyreResult_t()> waitStream;  // device calls; host calls have completion->work
-    std::shared_ptr<Completion> completion;
-  };
   // Queues `p` for the completion thread; once that was stopped, completes it here. A host
   // call's work wakes that thread when it ends unless a Work waits for it (onWorkEnd).
   void enqueue(Pending p);
@@ -223,10 +237,8 @@ class GyreBackend : public BackendBase {
   // CUDA: issues `l` on the current stream of `device` and queues a wait for it.
   c10::intrusive_ptr<Work> launchOnStream(Launch& l, std::shared_ptr<Completion> completion,
                                           int device);
-  std::mutex queueMutex_;
-  std::condition_variable queueChanged_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
+  // Works in flight, completed in order by completer_.
+  const std::shared_ptr<CompletionQueue> queue_ = std::make_shared<CompletionQueue>();
   std::thread completer_;
 };
 
