@@ -1,6 +1,7 @@
 #include "runtime/core/work.h"
 
 #include <string>
+#include <utility>
 
 #include "runtime/core/call_queue.h"
 
@@ -28,8 +29,6 @@ Status Work::wait(std::chrono::milliseconds timeout, bool mayRun) const {
 void Work::onEnd(std::function<void()> fn) {
   {
     std::lock_guard lock(mutex_);
-    if (onEndSet_) fail(Code::invalid_usage, "a work takes one end callback");
-    onEndSet_ = true;
     if (!ending_) {
       onEnd_ = std::move(fn);
       return;
@@ -39,20 +38,18 @@ void Work::onEnd(std::function<void()> fn) {
 }
 
 void Work::finish(Status status) {
-  std::function<void()> fn;
-  {
-    std::lock_guard lock(mutex_);
-    ending_ = true;
-    fn = std::move(onEnd_);
+  std::unique_lock lock(mutex_);
+  ending_ = true;
+  if (auto fn = std::exchange(onEnd_, nullptr)) {
+    // Before the work reads finished: whoever waits for it to free what the callback uses
+    // (gyreWorkFree) waits for the callback too.
+    lock.unlock();
+    fn();
+    lock.lock();
   }
-  // Before the work reads finished: whoever waits for it to free what the callback uses
-  // (gyreWorkFree) waits for the callback too.
-  if (fn) fn();
-  {
-    std::lock_guard lock(mutex_);
-    status_ = std::move(status);
-    finished_ = true;
-  }
+  status_ = std::move(status);
+  finished_ = true;
+  lock.unlock();
   done_.notify_all();
 }
 

@@ -24,14 +24,14 @@ class Work {
   // queued before it, on the waiting thread (CallQueue); it then returns when they end.
   Status wait(std::chrono::milliseconds timeout, bool mayRun = true) const;
   // Runs `fn` once the work has run, just before waits see it finished: on the thread that
-  // ran it, or here at once when it has run already. At most one per work.
+  // ran it, or here at once when it has run already. At most one per work (gyreWorkOnEnd
+  // refuses a second).
   void onEnd(std::function<void()> fn);
   // Called once by the thread that ran the work.
   void finish(Status status);
 
  private:
   std::function<void()> onEnd_;
-  bool onEndSet_ = false;
   bool ending_ = false;  // finish() took onEnd_: a later one runs at once
   std::weak_ptr<CallQueue> queue_;
   mutable std::mutex mutex_;
