@@ -271,11 +271,9 @@ void GyreBackend::enqueue(Pending p) {
     const gyreResult_t r = gyreWorkOnEnd(c.work, &GyreBackend::onWorkEnd, &c);
     if (r != gyreSuccess) raise("a call's end callback", r);
   }
-  std::vector<Pending> settled;  // dropped after the lock
   {
     std::lock_guard lock(queue_->mutex);
     if (!queue_->stopping) {
-      settled = queue_->takeSettled();
       queue_->items.push_back(std::move(p));
       if (!c.work || c.ended) queue_->changed.notify_all();
       return;

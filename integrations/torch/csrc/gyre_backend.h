@@ -45,7 +45,8 @@ struct Pending {
 
 // The completion thread's queue, completed in order (gyre runs the works in order). Each
 // Completion holds it weakly, so that a work's end and a Work's waiter reach it while the
-// backend lives.
+// backend lives. What a waiter settled leaves from the front by that waiter, or by the
+// completion thread once the items before it ended.
 struct CompletionQueue {
   std::mutex mutex;
   std::condition_variable changed;
