@@ -5,6 +5,7 @@ import datetime
 import gc
 import os
 import sys
+import threading
 import time
 import weakref
 
@@ -86,35 +87,8 @@ def run(rank, size):
     for k, (w, p) in enumerate(zip(works, pending)):
         w.wait()
         check(f"in-flight all_reduce {k}", p, torch.full((4096,), 6.0 + 4 * k))
-    # A wait that gives up while the call runs elsewhere, and the work still completes: rank 0
-    # joins late, so on the others the worker thread is running `first` when `second` is
-    # waited for with a short timeout; nobody waits for `second` after that, and its future
-    # completes all the same (the completion thread settles it).
-    first, second = torch.full((64,), float(rank)), torch.full((16,), float(rank))
-    if rank == 0:
-        time.sleep(1.0)
-    w1 = dist.all_reduce(first, async_op=True)
-    if rank != 0:
-        time.sleep(0.2)  # the worker has taken `first` and waits for rank 0
-    w2 = dist.all_reduce(second, async_op=True)
-    fut = w2.get_future()
-    if rank != 0:
-        try:
-            w2.wait(timeout=datetime.timedelta(milliseconds=50))
-            raise AssertionError(f"rank {rank}: a 50 ms wait on a call queued behind one that "
-                                 "waits for rank 0 (1 s late) returned")
-        except RuntimeError as e:
-            if "not completed" not in str(e):
-                raise
-    deadline = time.monotonic() + 60
-    while not fut.done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"rank {rank}: the future of a work whose wait gave up did not "
-                                 "complete in 60 s")
-        time.sleep(0.01)
-    check("future of a work whose wait gave up", fut.wait()[0], torch.full((16,), 6.0))
-    w1.wait()
-    check("the call in front of it", first, torch.full((64,), 6.0))
+    # A wait that gives up while the call runs elsewhere, and the work still completes.
+    gave_up_once_each(rank, size)
     # Objects travel over the other collectives.
     objects = [None] * size
     dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})
@@ -139,6 +113,53 @@ def run(rank, size):
     check("batch_isend_irecv", got, torch.full((5,), 10.0 + prv))
     dist.barrier()
     print(f"rank {rank}: walkthrough correct", flush=True)
+
+
+def gave_up_once_each(rank, size):
+    """On ranks 1-3, the communicator's worker runs `first`, which waits for rank 0, while this
+    thread waits 50 ms for `second`, queued behind it: the wait gives up, nobody waits for
+    `second` after that, and its future completes all the same (the completion thread settles
+    it). Rank 0 joins once the others have tried, or after 2 s. Whether the worker took `first`
+    before the wait came cannot be seen from here: where this thread ran `first` itself, the
+    wait returns when rank 0 joins, and the round is repeated, each time leaving the worker
+    longer to take it, until every rank saw its wait give up."""
+    store = dist.distributed_c10d._get_default_store()
+    gave_up = rank == 0
+    for attempt in range(6):
+        first, second = torch.full((64,), float(rank)), torch.full((16,), float(rank))
+        tried = f"walkthrough/gave_up/{attempt}"
+        if rank == 0:
+            try:
+                store.wait([tried + "/all"], datetime.timedelta(seconds=2))
+            except RuntimeError:
+                pass  # a rank ran `first` itself and returns only once rank 0 joins
+        w1 = dist.all_reduce(first, async_op=True)
+        w2 = dist.all_reduce(second, async_op=True)
+        ended = threading.Event()
+        w2.get_future().then(lambda _: ended.set())
+        if rank != 0:
+            time.sleep(0.02 * 2 ** attempt)  # leaves the worker time to take `first`
+            try:
+                w2.wait(timeout=datetime.timedelta(milliseconds=50))
+            except RuntimeError as e:
+                if "not completed" not in str(e):
+                    raise
+                gave_up = True
+            if store.add(tried, 1) == size - 1:
+                store.set(tried + "/all", "1")
+        if not ended.wait(timeout=60):
+            raise AssertionError(f"rank {rank}: the future of a work whose wait gave up did not "
+                                 "complete in 60 s")
+        check("future of a work whose wait gave up", w2.get_future().wait()[0],
+              torch.full((16,), 6.0))
+        w1.wait()
+        check("the call in front of it", first, torch.full((64,), 6.0))
+        everyone = torch.tensor([1 if gave_up else 0])
+        dist.all_reduce(everyone, op=dist.ReduceOp.MIN)
+        if everyone.item() == 1:
+            return
+    raise AssertionError(f"rank {rank}: in 6 rounds some rank's worker never took the call in "
+                         f"front before the short wait (gave up here: {gave_up})")
 
 
 def init_process(rank, size, fn, backend="gyre"):
