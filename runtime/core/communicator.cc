@@ -378,7 +378,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
     throw Failure(s.code, who() + ": " + collectiveName(desc.coll) +
                               " refused: the communicator failed earlier: " + s.message);
   }
-  OpContext ctx;
+  OpContext ctx = blankContext;
   ctx.desc = desc;
   if (!p2p) ctx.desc.seq = ++seq;
   ctx.rank = config.rank;

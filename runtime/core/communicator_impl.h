@@ -86,6 +86,9 @@ struct Communicator::Impl {
   ChannelWorkers channelWorkers;           // channels 1.. of multi-channel calls (under opMutex)
 
   CallLock opMutex;  // every call and every look at the call state
+  // What a call's context starts from: copied, where value-initialising one in place took a
+  // `rep stos` (tens of cycles) on every call.
+  const OpContext blankContext{};
   uint64_t seq = 0;
   std::vector<uint64_t> sentTo, receivedFrom;  // point-to-point sequence numbers per peer
   std::unordered_set<int> loggedChoices;       // (collective, algorithm, size class) logged once
