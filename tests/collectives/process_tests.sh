@@ -85,8 +85,13 @@ bench)
   # Sends and receives around the ring, from registered buffers (direct sends over rdma).
   GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" sendrecv -b 8 -e 1M -f 32 -n 3 -w 1 --register >>"$out" 2>&1 ||
     fail "gyre-bench sendrecv exited $?"
+  # --rewrite stores to every line of each input before each call: the results stay right.
+  for coll in "all_reduce --inplace" broadcast; do
+    GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll --rewrite -b 8 -e 1M -f 32 -n 3 -w 1 >>"$out" 2>&1 ||
+      fail "gyre-bench $coll --rewrite exited $?"
+  done
   rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
-  [ "$rows" -ge 20 ] || fail "expected 20 result rows, got $rows"
+  [ "$rows" -ge 28 ] || fail "expected 28 result rows, got $rows"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
   [ "$bad" -eq 0 ] || fail "$bad rows with #wrong != 0"
   # --per-call: a summary under each row, its percentiles ordered and its call count right.

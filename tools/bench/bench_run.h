@@ -54,6 +54,10 @@ struct Options {
   bool async = false;       // each call ends with gyreGroupEndAsync and is waited for at once
   bool registered = false;  // buffers registered with gyreCommRegister
   bool cuda = false;        // buffers in CUDA device memory, calls on a stream
+  // Before each call every rank stores to every cache line of its input, as an application
+  // that produces fresh data does: the call then finds those lines modified in this CPU's
+  // cache, where a loop over an untouched buffer lets readers on other CPUs keep clean copies.
+  bool rewrite = false;
 };
 
 [[noreturn]] void die(const char* what, gyreResult_t r) {
@@ -188,12 +192,15 @@ struct Run {
   struct CallArgs {
     void *s = nullptr, *r = nullptr;
     size_t sendCount = 0, recvCount = 0, perRank = 0;
-    std::vector<void*> slices;  // the batch's recv buffers (--batch)
+    std::vector<void*> slices;       // the batch's recv buffers (--batch)
+    unsigned char* input = nullptr;  // --rewrite: the bytes the call reads on this rank
+    size_t inputBytes = 0;
   };
   CallArgs args{};
 
   // One call of the row the last prepare() set up.
   void once() {
+    if (o.rewrite) rewriteInput();
     if (!o.async) return issue();
     // As a framework issues calls that it waits for at once (torch's synchronous collectives).
     CHECK(gyreGroupStart());
@@ -202,6 +209,12 @@ struct Run {
     CHECK(gyreGroupEndAsync(&work));
     CHECK(gyreWorkWait(work, INT32_MAX));
     CHECK(gyreWorkFree(work));
+  }
+
+  // A store of the value already there to each line: the line leaves every other cache.
+  void rewriteInput() {
+    auto* p = static_cast<volatile unsigned char*>(args.input);
+    for (size_t i = 0; i < args.inputBytes; i += 64) p[i] = p[i];
   }
 
   void issue() {
@@ -262,11 +275,15 @@ struct Run {
     const size_t period = gyre::bench::patternPeriod(valueOp, n);
     std::memset(recv.data(), 0xA5, recv.size());
     if (o.inPlace && o.coll == Coll::all_reduce) {
+      args.input = static_cast<unsigned char*>(hostRecvPtr(bytes));
+      args.inputBytes = size_t(o.batch) * recvCount(bytes) * es;
       for (int k = 0; k < o.batch; ++k) {
         fillPeriodic(o.type, hostRecvPtr(bytes, k), sendCount(bytes), period,
                      [&](size_t i) { return patternValue(valueOp, rank, n, i); });
       }
     } else {
+      args.input = static_cast<unsigned char*>(hostSendPtr(bytes));
+      args.inputBytes = sendCount(bytes) * es;
       fillPeriodic(o.type, hostSendPtr(bytes), sendCount(bytes), period,
                    [&](size_t i) { return patternValue(valueOp, rank, n, i); });
     }

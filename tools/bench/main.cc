@@ -346,6 +346,9 @@ int main(int argc, char** argv) {
   app.add_flag("--async", o.async,
                "issue each call in a group ended by gyreGroupEndAsync and wait for its work at "
                "once (host buffers)");
+  app.add_flag("--rewrite", o.rewrite,
+               "before each call, store to every cache line of the input, as an application "
+               "that produces fresh data does (host buffers; the time includes the stores)");
   app.add_flag("--cuda", o.cuda,
                "buffers in CUDA device memory, calls on a CUDA stream (one kernel over cuda_ipc "
                "links between GPUs of one host, else staged through pinned host memory; see "
@@ -412,10 +415,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.cuda && (o.coll == Coll::sendrecv || o.group || o.async || !algorithms.empty() ||
-                 soakSeconds > 0 || o.registered)) {
+                 soakSeconds > 0 || o.registered || o.rewrite)) {
     std::fprintf(stderr,
-                 "gyre-bench: --cuda takes no sendrecv, --group, --async, --algos, --soak or "
-                 "--register\n");
+                 "gyre-bench: --cuda takes no sendrecv, --group, --async, --algos, --soak, "
+                 "--register or --rewrite\n");
     return 2;
   }
 #ifndef GYRE_BENCH_CUDA
