@@ -116,6 +116,17 @@ bench)
     fail "--seconds 0.2 ran $calls calls of 8 bytes at $mean_us us each, not about 0.2 s"
   grep -E '^\[0\] +8 ' "$out.seconds" | awk '$NF != 0 { bad = 1 } END { exit bad }' ||
     fail "--seconds: #wrong != 0"
+  # --peer-iters: the peer benchmarks' count instead, at most 1000 calls (8 B take far less
+  # than 0.2 ms each), and only with --seconds.
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_reduce -b 8 -e 8 --seconds 0.2 \
+    --peer-iters -w 1 --per-call >"$out.seconds" 2>&1 || fail "gyre-bench --peer-iters exited $?"
+  cat "$out.seconds" >>"$out"
+  calls=$(sed -nE 's/.*per call, rank 0: .*: [0-9]+ of ([0-9]+) .*/\1/p' "$out.seconds")
+  [ "$calls" = 1000 ] || fail "--peer-iters ran ${calls:-no} calls of 8 bytes, not 1000"
+  if "$bin/gyre-bench" all_reduce --peer-iters >"$out.seconds" 2>&1; then
+    fail "--peer-iters without --seconds was accepted"
+  fi
+  grep -q -- '--peer-iters needs --seconds' "$out.seconds" || fail "--peer-iters: no reason given"
   ;;
 failing-rank)
   # Rank 1 exits 3 mid-job: the others fail naming it, gyre-run reports it and exits 3.

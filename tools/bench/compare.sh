@@ -5,7 +5,9 @@
 # over repeated runs with the fastest and slowest run beside it, and gyre's ratios (gyre tcp
 # against the tcp peers, gyre shm against Open MPI shm), and draws PNG plots with gnuplot:
 # busbw vs size, and time vs size up to 64 KiB, one line per library. Broadcasts run in
-# place, as MPI_Bcast's one buffer does. gyre and the peers take turns block by block (one
+# place, as MPI_Bcast's one buffer does. Each gyre row takes as many calls as the peers' rows
+# (gyre-bench --peer-iters: enough for 0.5 s at the row's pace, but 20 to 1000) after as many
+# warm-up calls (5). gyre and the peers take turns block by block (one
 # rank count and collective), each block noting how far apart CPUs 0 and 1 were (a cache
 # line's round trip) before and after each side, and counting the blocks where both met the
 # same placement.
@@ -85,9 +87,10 @@ run_gyre() {  # round n op
     esac
     for s in ${sizes//,/ }; do
       b=$(bytes "$s")
-      # Timed for as long as the peers' rows (their -t).
+      # As many calls as the peers' rows (their -t, within their 20-1000).
       GYRE_TRANSPORT=$t "$build/tools/gyre-run" -n "$n" --no-prefix "$build/tools/gyre-bench" \
-        "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" --seconds 0.5 -w 3 ${GYRE_BENCH_ARGS:-} \
+        "$(gyre_op "$op")" $(gyre_flags "$op") -b "$b" -e "$b" --seconds 0.5 --peer-iters -w 5 \
+        ${GYRE_BENCH_ARGS:-} \
         >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
       if [ "$t" = tcp ]; then
         "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \

@@ -177,7 +177,12 @@ void prewarm(Run& run) {
 // slowest rank, whose pace every rank then uses, so all run the same count. A short batch
 // misjudges a pace that settles after the first calls (an emulated rdma device's: 8 calls at
 // 150 us, then 30 us each). At least 5, as the peer benchmarks' minimum of 3 to 20.
-int itersFor(Run& run, double seconds) {
+// `peerRule`: the count the peer benchmarks (../shared/peers: mpi_bench, gloo_bench) take at the
+// same pace instead, so a same-run comparison times both sides over as many calls: at least 20
+// and at most 1000, fewer where they would pass 10 s (at least 3). A loop of 1000 small calls
+// runs before the ranks' queues fill, a loop of a second after: over tcp at n = 8 a broadcast
+// of 8 B took 17-19 us a call over 1000 calls and 24-27 over half a second.
+int itersFor(Run& run, double seconds, bool peerRule) {
   constexpr int kMaxIters = 1 << 22;
   const double enough = std::max(1e-3, seconds / 20);
   for (int batch = 1;; batch *= 4) {
@@ -188,7 +193,12 @@ int itersFor(Run& run, double seconds) {
     const double elapsed = run.maxOverRanks(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (elapsed >= enough || batch >= kMaxIters / 4) {
-      return int(std::clamp(std::ceil(seconds / elapsed * batch), 5.0, double(kMaxIters)));
+      const double pace = elapsed / batch;
+      if (!peerRule) return int(std::clamp(std::ceil(seconds / pace), 5.0, double(kMaxIters)));
+      constexpr double kPeerMaxSeconds = 10;
+      double iters = std::clamp(std::ceil(seconds / pace), 20.0, 1000.0);
+      if (iters * pace > kPeerMaxSeconds) iters = std::max(3.0, std::floor(kPeerMaxSeconds / pace));
+      return int(iters);
     }
   }
 }
@@ -327,6 +337,10 @@ int main(int argc, char** argv) {
                  "instead of -n: time each size for about this long (iterations from a "
                  "calibration after the warm-up, the slowest rank's pace; at least 5), as the "
                  "peer benchmarks' --target-s");
+  bool peerIters = false;
+  app.add_flag("--peer-iters", peerIters,
+               "with --seconds: as many iterations as the peer benchmarks would take at the "
+               "row's pace (20 to 1000, fewer past 10 s), for a same-run comparison with them");
   app.add_option("-w,--warmup_iters", o.warmup,
                  "untimed iterations per size (after one warm-up of every link at the largest and "
                  "the smallest size)")
@@ -427,6 +441,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
+  if (peerIters && seconds <= 0) {
+    std::fprintf(stderr, "gyre-bench: --peer-iters needs --seconds\n");
+    return 2;
+  }
   if (!algorithms.empty() && seconds > 0) {
     std::fprintf(stderr, "gyre-bench: --algos takes -n, not --seconds\n");
     return 2;
@@ -471,9 +489,10 @@ int main(int argc, char** argv) {
 
   if (run.rank == 0) {
     const char* algo = std::getenv("GYRE_ALGO");
-    char iters[64];
+    char iters[96];
     if (seconds > 0) {
-      std::snprintf(iters, sizeof iters, "iters for about %g s", seconds);
+      std::snprintf(iters, sizeof iters, "iters for about %g s%s", seconds,
+                    peerIters ? " (20-1000, as the peer benchmarks)" : "");
     } else {
       std::snprintf(iters, sizeof iters, "%d iters", o.iters);
     }
@@ -498,7 +517,7 @@ int main(int argc, char** argv) {
     run.upload();
     for (int i = 0; i < o.warmup; ++i) run.once();
     run.finish();
-    const int iters = seconds > 0 ? itersFor(run, seconds) : o.iters;
+    const int iters = seconds > 0 ? itersFor(run, seconds, peerIters) : o.iters;
     run.barrier();
     PerCall calls(perCall ? iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
