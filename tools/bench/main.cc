@@ -179,9 +179,9 @@ void prewarm(Run& run) {
 // 150 us, then 30 us each). At least 5, as the peer benchmarks' minimum of 3 to 20.
 // `peerRule`: the count the peer benchmarks (../shared/peers: mpi_bench, gloo_bench) take at the
 // same pace instead, so a same-run comparison times both sides over as many calls: at least 20
-// and at most 1000, fewer where they would pass 10 s (at least 3). A loop of 1000 small calls
-// runs before the ranks' queues fill, a loop of a second after: over tcp at n = 8 a broadcast
-// of 8 B took 17-19 us a call over 1000 calls and 24-27 over half a second.
+// and at most 1000, fewer where they would pass 10 s (at least 3). A short loop of small calls
+// can keep another pace than a long one: over tcp at n = 8 a broadcast of 8 B took 17-19 us a
+// call over 1000 calls and 24-27 over half a second.
 int itersFor(Run& run, double seconds, bool peerRule) {
   constexpr int kMaxIters = 1 << 22;
   const double enough = std::max(1e-3, seconds / 20);
