@@ -119,7 +119,7 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
   OpContext placed = ctx;
-  placed.streamSlots = streamsSlots();
+  placed.streamSlots = streamsSlots(ctx.desc.coll, bytes);
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(

@@ -139,6 +139,11 @@ struct Communicator::Impl {
   bool streamsSlots() const {
     return tuner->link().slotsStreamed || config.slotStores == CommConfig::SlotStores::streaming;
   }
+  // Those of one call through the slots (Tuner::streamsSlots).
+  bool streamsSlots(Collective coll, size_t bytes) const {
+    return tuner->streamsSlots(coll, bytes, config.nranks) ||
+           config.slotStores == CommConfig::SlotStores::streaming;
+  }
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
   std::shared_ptr<Store> openStore();

@@ -238,6 +238,9 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.farApart = far;
   cost.placedFar = farApart;
   cost.slotsStreamed = streamed;
+  // n = 2 broadcasts with the CPUs close: streamed 1.4-1.5 times the cached pace at 32 and 64
+  // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7 (docs/tuning.md).
+  if (ranksHaveCores && !farApart && streamsWhenFar) cost.broadcastsStreamedBelow = 128 << 10;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
@@ -255,6 +258,11 @@ LinkCost Tuner::pinnedInBlocks(LinkCost shared) {
 
 void Tuner::setLink(LinkCost link) {
   link_ = link;
+}
+
+bool Tuner::streamsSlots(Collective coll, size_t bytes, int nranks) const {
+  return link_.slotsStreamed ||
+         (coll == Collective::broadcast && nranks == 2 && bytes < link_.broadcastsStreamedBelow);
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's

@@ -48,6 +48,10 @@ struct LinkCost {
   // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores
   // (OpContext::streamSlots follows this), and where ranks have cores the link is priced so.
   bool slotsStreamed = false;
+  // Close by, where ranks have cores and the stores follow the placement: two-rank broadcasts
+  // below this stream their slots all the same (docs/tuning.md, "Streamed slots for small
+  // broadcasts").
+  size_t broadcastsStreamedBelow = 0;
   // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
   // children from a shared core while a chain's ranks each pass one slot on: broadcasts below
   // `treeBroadcastFrom` and reduces from `chainReducesFrom` go down the chain (measured per
@@ -126,6 +130,8 @@ class Tuner {
   int channels(size_t bytes) const;
   int maxChannels() const { return link_.maxChannels; }
   const LinkCost& link() const { return link_; }
+  // Whether this call's shared-memory slots get streaming stores (OpContext::streamSlots).
+  bool streamsSlots(Collective coll, size_t bytes, int nranks) const;
   bool forced() const { return forced_; }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;

@@ -505,6 +505,32 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
   CHECK(Tuner::sharedMemoryAt(true, true).placedFar);
 }
 
+// Far apart every call's slots are streamed; close by only a two-rank broadcast's below 128
+// KiB, where ranks have cores and the stores follow the placement (docs/tuning.md).
+TEST_CASE("the tuner: which calls stream their slots") {
+  const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  CHECK(close.streamsSlots(Collective::broadcast, 32 << 10, 2));
+  CHECK(close.streamsSlots(Collective::broadcast, (128 << 10) - 1, 2));
+  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 128 << 10, 2));
+  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 32 << 10, 3));
+  for (Collective other : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
+                           Collective::reduce_scatter}) {
+    CHECK_FALSE(close.streamsSlots(other, 32 << 10, 2));
+  }
+  const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(64) << 20}) {
+    CHECK(far.streamsSlots(Collective::all_reduce, bytes, 4));
+    CHECK(far.streamsSlots(Collective::broadcast, bytes, 2));
+  }
+  // GYRE_SLOT_STORES=cached, ranks sharing cores, and tcp: no exception for broadcasts.
+  const Tuner cached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
+  for (const Tuner* t : {&cached, &shared, &tcp}) {
+    CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
+  }
+}
+
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
 // reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
 // candidates, in either placement, but still run where forced.
