@@ -127,6 +127,24 @@ bench)
     fail "--peer-iters without --seconds was accepted"
   fi
   grep -q -- '--peer-iters needs --seconds' "$out.seconds" || fail "--peer-iters: no reason given"
+  # The peers' bounds where a script passes theirs: a floor over a short target, a ceiling, and
+  # a time limit that leaves the 3 calls every row keeps.
+  for bounds in "7 -b 1M -e 1M --seconds 0.00001 --peer-min-iters 7" \
+    "50 -b 8 -e 8 --seconds 0.2 --peer-max-iters 50" \
+    "3 -b 8 -e 8 --seconds 0.2 --peer-max-s 0.0000001"; do
+    set -- $bounds
+    want=$1
+    shift
+    GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_reduce --peer-iters -w 1 \
+      --per-call "$@" >"$out.seconds" 2>&1 || fail "gyre-bench $* exited $?"
+    cat "$out.seconds" >>"$out"
+    calls=$(sed -nE 's/.*per call, rank 0: .*: [0-9]+ of ([0-9]+) .*/\1/p' "$out.seconds")
+    [ "$calls" = "$want" ] || fail "gyre-bench --peer-iters $* ran ${calls:-no} calls, not $want"
+  done
+  if "$bin/gyre-bench" all_reduce --seconds 0.2 --peer-max-iters 50 >"$out.seconds" 2>&1; then
+    fail "--peer-max-iters without --peer-iters was accepted"
+  fi
+  grep -q -- 'need --peer-iters' "$out.seconds" || fail "--peer-max-iters: no reason given"
   ;;
 failing-rank)
   # Rank 1 exits 3 mid-job: the others fail naming it, gyre-run reports it and exits 3.

@@ -383,4 +383,42 @@ struct Run {
   }
 };
 
+// The timed iterations that take about `seconds` at this row's pace: batches of calls, four
+// times longer each, until one lasts a twentieth of `seconds` (at least a millisecond) on the
+// slowest rank, whose pace every rank then uses, so all run the same count. A short batch
+// misjudges a pace that settles after the first calls (an emulated rdma device's: 8 calls at
+// 150 us, then 30 us each). At least 5, as the peer benchmarks' minimum of 3 to 20.
+// `peer`: the count the peer benchmarks (../shared/peers: mpi_bench, gloo_bench) take at the
+// same pace instead, so a same-run comparison times both sides over as many calls: by default
+// at least 20 and at most 1000, fewer where they would pass 10 s (at least 3). A short loop of
+// small calls can keep another pace than a long one: over tcp at n = 8 a broadcast of 8 B took
+// 17-19 us a call over 1000 calls and 24-27 over half a second.
+struct PeerRule {  // the peer benchmarks' --min-iters, --max-iters and --max-s
+  int minIters = 20;
+  int maxIters = 1000;
+  double maxSeconds = 10;
+};
+
+inline int itersFor(Run& run, double seconds, const PeerRule* peer) {
+  constexpr int kMaxIters = 1 << 22;
+  const double enough = std::max(1e-3, seconds / 20);
+  for (int batch = 1;; batch *= 4) {
+    run.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < batch; ++i) run.once();
+    run.finish();
+    const double elapsed = run.maxOverRanks(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (elapsed >= enough || batch >= kMaxIters / 4) {
+      const double pace = elapsed / batch;
+      if (!peer) return int(std::clamp(std::ceil(seconds / pace), 5.0, double(kMaxIters)));
+      double iters =
+          std::clamp(std::ceil(seconds / pace), double(peer->minIters), double(peer->maxIters));
+      if (iters * pace > peer->maxSeconds)
+        iters = std::max(3.0, std::floor(peer->maxSeconds / pace));
+      return int(std::min(iters, double(peer->maxIters)));
+    }
+  }
+}
+
 }  // namespace gyre::bench

@@ -75,10 +75,10 @@ bytes() {
   case $u in K | k) echo $((v * 1024)) ;; M | m) echo $((v * 1048576)) ;; G | g) echo $((v * 1073741824)) ;; *) echo "$1" ;; esac
 }
 gyre_op() { case $1 in allreduce) echo all_reduce ;; allgather) echo all_gather ;; *) echo "$1" ;; esac; }
-iters() {  # fewer iterations where one takes long
-  local b=$1
-  if [ "$b" -le 65536 ]; then echo 500; elif [ "$b" -le 1048576 ]; then echo 50; elif [ "$b" -le 16777216 ]; then echo 6; else echo 3; fi
-}
+# Every library times a row over the same count: the peers' for 0.3 s at the row's pace, 3 to
+# 1000 calls, fewer past 5 s, after 5 warm-up calls (gyre-bench --peer-iters with their bounds).
+peer_bounds=(--target-s 0.3 --min-iters 3 --max-s 5)
+gyre_bounds=(--seconds 0.3 --peer-iters --peer-min-iters 3 --peer-max-s 5 -w 5)
 
 # Each bench prints nccl-tests rows: size count type redop root time algbw busbw #wrong ...
 # row LIB K L OP < output: "LIB K L OP size time_us busbw wrong" per row.
@@ -98,7 +98,7 @@ run_gyre() {  # K L OP SIZE ALGO (auto: the tuner's choice)
   for ((i = 0; i < k; i++)); do
     GYRE_ALGO=$forced cluster exec $i "$build/tools/gyre-run" -n "$l" --nnodes "$k" --node-rank $i \
       --rendezvous "$addr:29611" --job "$job" -- "$build/tools/gyre-bench" "$(gyre_op "$op")" \
-      -b "$b" -e "$b" -n "$(iters "$b")" -w 2 $flags >"$out/gyre.$i.log" 2>&1 &
+      -b "$b" -e "$b" "${gyre_bounds[@]}" $flags >"$out/gyre.$i.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
@@ -113,7 +113,7 @@ run_mpi() {  # K L OP SIZES
   cluster exec 0 timeout 600 mpirun --allow-run-as-root -np $((k * l)) --host "$hostlist" \
     --mca plm_rsh_agent "$out/agent.sh" --mca btl tcp,vader,self --mca btl_tcp_if_include eth0 \
     --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 \
-    "$out/mpi_bench" --sizes "$s" --ops "$op" --target-s 0.3 --min-iters 3 --max-s 5 \
+    "$out/mpi_bench" --sizes "$s" --ops "$op" "${peer_bounds[@]}" \
     2>"$out/mpi.err" | rows mpi "$k" "$l" "$op"
 }
 
@@ -123,8 +123,8 @@ run_gloo() {  # K L OP SIZES
   for ((i = 0; i < k; i++)); do
     for ((j = 0; j < l; j++)); do
       RANK=$((i * l + j)) SIZE=$((k * l)) STORE=$store PREFIX=$prefix GLOO_HOST=$(cluster addr $i) \
-        cluster exec $i timeout 300 "$out/gloo_bench" --sizes "$s" --ops "$op" --target-s 0.3 \
-        --min-iters 3 --max-s 5 >"$store/rank$((i * l + j)).log" 2>&1 &
+        cluster exec $i timeout 300 "$out/gloo_bench" --sizes "$s" --ops "$op" \
+        "${peer_bounds[@]}" >"$store/rank$((i * l + j)).log" 2>&1 &
       pids+=($!)
     done
   done

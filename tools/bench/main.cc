@@ -172,37 +172,6 @@ void prewarm(Run& run) {
   for (int i = 0; i < 64; ++i) run.barrier();  // the barrier may ride links of its own
 }
 
-// The timed iterations that take about `seconds` at this row's pace: batches of calls, four
-// times longer each, until one lasts a twentieth of `seconds` (at least a millisecond) on the
-// slowest rank, whose pace every rank then uses, so all run the same count. A short batch
-// misjudges a pace that settles after the first calls (an emulated rdma device's: 8 calls at
-// 150 us, then 30 us each). At least 5, as the peer benchmarks' minimum of 3 to 20.
-// `peerRule`: the count the peer benchmarks (../shared/peers: mpi_bench, gloo_bench) take at the
-// same pace instead, so a same-run comparison times both sides over as many calls: at least 20
-// and at most 1000, fewer where they would pass 10 s (at least 3). A short loop of small calls
-// can keep another pace than a long one: over tcp at n = 8 a broadcast of 8 B took 17-19 us a
-// call over 1000 calls and 24-27 over half a second.
-int itersFor(Run& run, double seconds, bool peerRule) {
-  constexpr int kMaxIters = 1 << 22;
-  const double enough = std::max(1e-3, seconds / 20);
-  for (int batch = 1;; batch *= 4) {
-    run.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < batch; ++i) run.once();
-    run.finish();
-    const double elapsed = run.maxOverRanks(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (elapsed >= enough || batch >= kMaxIters / 4) {
-      const double pace = elapsed / batch;
-      if (!peerRule) return int(std::clamp(std::ceil(seconds / pace), 5.0, double(kMaxIters)));
-      constexpr double kPeerMaxSeconds = 10;
-      double iters = std::clamp(std::ceil(seconds / pace), 20.0, 1000.0);
-      if (iters * pace > kPeerMaxSeconds) iters = std::max(3.0, std::floor(kPeerMaxSeconds / pace));
-      return int(iters);
-    }
-  }
-}
-
 // One communicator per algorithm (a split with the algorithm forced; "tuned" lets the tuner
 // choose), measured in turn at each size inside this one process, so all candidates meet the
 // same machine state; each time is the median of `reps` rounds.
@@ -341,6 +310,19 @@ int main(int argc, char** argv) {
   app.add_flag("--peer-iters", peerIters,
                "with --seconds: as many iterations as the peer benchmarks would take at the "
                "row's pace (20 to 1000, fewer past 10 s), for a same-run comparison with them");
+  PeerRule peerRule;
+  auto* peerMin = app.add_option("--peer-min-iters", peerRule.minIters,
+                                 "with --peer-iters: the peers' --min-iters")
+                      ->capture_default_str()
+                      ->check(CLI::Range(1, 1 << 20));
+  auto* peerMax = app.add_option("--peer-max-iters", peerRule.maxIters,
+                                 "with --peer-iters: the peers' --max-iters")
+                      ->capture_default_str()
+                      ->check(CLI::Range(1, 1 << 20));
+  auto* peerMaxS = app.add_option("--peer-max-s", peerRule.maxSeconds,
+                                  "with --peer-iters: the peers' --max-s (at least 3 calls)")
+                       ->capture_default_str()
+                       ->check(CLI::PositiveNumber);
   app.add_option("-w,--warmup_iters", o.warmup,
                  "untimed iterations per size (after one warm-up of every link at the largest and "
                  "the smallest size)")
@@ -445,6 +427,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gyre-bench: --peer-iters needs --seconds\n");
     return 2;
   }
+  if (!peerIters && (peerMin->count() || peerMax->count() || peerMaxS->count())) {
+    std::fprintf(
+        stderr,
+        "gyre-bench: --peer-min-iters, --peer-max-iters and --peer-max-s need --peer-iters\n");
+    return 2;
+  }
+  if (peerRule.minIters > peerRule.maxIters) {
+    std::fprintf(stderr, "gyre-bench: --peer-min-iters is above --peer-max-iters\n");
+    return 2;
+  }
   if (!algorithms.empty() && seconds > 0) {
     std::fprintf(stderr, "gyre-bench: --algos takes -n, not --seconds\n");
     return 2;
@@ -489,10 +481,14 @@ int main(int argc, char** argv) {
 
   if (run.rank == 0) {
     const char* algo = std::getenv("GYRE_ALGO");
-    char iters[96];
-    if (seconds > 0) {
-      std::snprintf(iters, sizeof iters, "iters for about %g s%s", seconds,
-                    peerIters ? " (20-1000, as the peer benchmarks)" : "");
+    char iters[160];
+    if (seconds > 0 && peerIters) {
+      std::snprintf(iters, sizeof iters,
+                    "iters for about %g s (%d-%d, at most %g s, as the peer "
+                    "benchmarks)",
+                    seconds, peerRule.minIters, peerRule.maxIters, peerRule.maxSeconds);
+    } else if (seconds > 0) {
+      std::snprintf(iters, sizeof iters, "iters for about %g s", seconds);
     } else {
       std::snprintf(iters, sizeof iters, "%d iters", o.iters);
     }
@@ -517,7 +513,8 @@ int main(int argc, char** argv) {
     run.upload();
     for (int i = 0; i < o.warmup; ++i) run.once();
     run.finish();
-    const int iters = seconds > 0 ? itersFor(run, seconds, peerIters) : o.iters;
+    const int iters =
+        seconds > 0 ? itersFor(run, seconds, peerIters ? &peerRule : nullptr) : o.iters;
     run.barrier();
     PerCall calls(perCall ? iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
