@@ -171,6 +171,8 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       // on 2, a scatter of 2 MiB: 8-20 % slower probing every 10 ms of calls, level every 100).
       placementProbeUs = double(probeUs) * (ranksHaveCores ? 1 : kSharedCoresProbeEvery);
     }
+    tuner->setCacheShared(Tuner::sharesCache(double(roundTripNs)));
+    if (otherPlacement) otherPlacement->setCacheShared(tuner->cacheShared());
     if (config.rank == 0) {
       GYRE_LOG(info, who() + ": a cache line between the CPUs of ranks 0 and " +
                          std::to_string(placementPartner) + " goes there and back in " +
@@ -207,14 +209,22 @@ void Communicator::Impl::enableDirectRead() {
 void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
   const uint32_t ns = oneShot->remeasurePlacement(ctx, placementPartner);
   ++placementProbes;
-  if (ns == 0 || Tuner::farApart(ns) == tuner->link().placedFar) return;
-  std::swap(tuner, otherPlacement);
+  if (ns == 0) return;
+  // Moved apart or close (the other tuner), or onto or off one core's caches (both tuners).
+  const bool moved = Tuner::farApart(ns) != tuner->link().placedFar;
+  if (!moved && Tuner::sharesCache(ns) == tuner->cacheShared()) return;
+  tuner->setCacheShared(Tuner::sharesCache(ns));
+  otherPlacement->setCacheShared(tuner->cacheShared());
+  if (moved) std::swap(tuner, otherPlacement);
   oneShot->streamBlocks(streamsSlots());
   for (LastChoice& last : lastChoice) last = {};
   ++placementChanges;
   if (config.rank == 0) {
     GYRE_LOG(info, who() + ": the CPUs of ranks 0 and " + std::to_string(placementPartner) +
-                       " moved " + (tuner->link().placedFar ? "apart" : "close") +
+                       " moved " +
+                       (tuner->link().placedFar ? "apart"
+                        : tuner->cacheShared()  ? "onto one core's caches"
+                                                : "close") +
                        " (a cache line there and back in " + std::to_string(ns) + " ns, at call " +
                        std::to_string(ctx.desc.seq) + "): the tuner prices that from now on");
   }

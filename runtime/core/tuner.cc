@@ -35,6 +35,7 @@ constexpr double kShmBetaBytesUs = 8000.0;
 constexpr double kShmWholeBufferStep = 1.5;
 constexpr double kShmFarWholeBufferStep = 0.7;
 constexpr double kFarRoundTripNs = 300;
+constexpr double kSharedCacheRoundTripNs = 80;
 // Far apart, every line a slot or a post carries crosses at that distance twice (written on
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
 // 1400-1900 bytes/us against 8000 close (docs/tuning.md).
@@ -46,6 +47,10 @@ constexpr double kShmFarBetaBytesUs = 1500.0;
 // (docs/tuning.md).
 constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
 constexpr double kShmFarStreamedWholeBufferStep = 1.13;
+// Close by, a two-rank broadcast below 128 KiB through streamed slots (LinkCost::
+// broadcastsStreamedBelow) moves its bytes at 0.6 times the cached price: 2.0-2.4 us at 16 KiB
+// in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning.md).
+constexpr double kShmCloseStreamedBroadcastBytes = 0.6;
 // The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
 // depend on where the CPUs sit, 7-11 GB/s per core on this machine (3-4 times slower than a
 // memcpy), and each system call costs about 2 us even for a few bytes: a call costs 1 us for
@@ -214,6 +219,10 @@ bool Tuner::farApart(double roundTripNs) {
   return roundTripNs >= kFarRoundTripNs;
 }
 
+bool Tuner::sharesCache(double roundTripNs) {
+  return roundTripNs > 0 && roundTripNs < kSharedCacheRoundTripNs;
+}
+
 LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs, bool streamsWhenFar) {
   return sharedMemoryAt(ranksHaveCores, farApart(roundTripNs), streamsWhenFar);
 }
@@ -261,8 +270,8 @@ void Tuner::setLink(LinkCost link) {
 }
 
 bool Tuner::streamsSlots(Collective coll, size_t bytes, int nranks) const {
-  return link_.slotsStreamed ||
-         (coll == Collective::broadcast && nranks == 2 && bytes < link_.broadcastsStreamedBelow);
+  return link_.slotsStreamed || (!cacheShared_ && coll == Collective::broadcast && nranks == 2 &&
+                                 bytes < link_.broadcastsStreamedBelow);
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
@@ -433,6 +442,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       break;
   }
   if (steps < 0) return -1;
+  if (!link_.slotsStreamed && streamsSlots(coll, bytes, n))
+    factor *= kShmCloseStreamedBroadcastBytes;
   return steps * link_.alphaUs + b * factor / link_.betaBytesUs;
 }
 

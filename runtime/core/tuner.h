@@ -97,6 +97,13 @@ class Tuner {
   // more, two lines bounced, counts as far).
   static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar = true);
   static bool farApart(double roundTripNs);
+  // A round trip under 80 ns: the probed CPUs share a core's caches (two hardware threads of one
+  // core: 47-66 ns where other cores took 93-116 and far ones 475-550). There the window's
+  // one-shot took a two-rank broadcast of 16 KiB in 0.72 us and the streamed ring in 2.1-2.2, so
+  // such broadcasts keep cached slots and their price (docs/tuning.md).
+  static bool sharesCache(double roundTripNs);
+  void setCacheShared(bool shared) { cacheShared_ = shared; }
+  bool cacheShared() const { return cacheShared_; }
   // tcp between hosts: a datacenter network of `gbits` Gbit/s per host link (GYRE_NET_GBITS,
   // default 10; docs/tuning.md).
   static LinkCost tcpNetwork(int coresPerRank = 1, double gbits = 10);
@@ -147,6 +154,7 @@ class Tuner {
   size_t smallPost_ = 0;  // the largest payload a post keeps in its piece of the data blocks
   bool directRead_ = false;
   bool kernelCopySlow_ = false;
+  bool cacheShared_ = false;
   size_t chunkBytes_;
   size_t slotBytes_;
   bool forced_ = false;

@@ -237,9 +237,11 @@ TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits t
   CHECK(sleeping.choose(Collective::broadcast, 16 * 1024, 4).algorithm != Algorithm::oneshot);
   // The other window collectives, and every one where ranks have cores, are unchanged.
   CHECK(sleeping.choose(Collective::all_gather, 16 * 1024, 4).algorithm == Algorithm::oneshot);
-  CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm == Algorithm::oneshot);
+  CHECK(roomy.choose(Collective::broadcast, 8 * 1024, 2).algorithm == Algorithm::oneshot);
   // Where ranks have cores the root's post and the reader's copy overlap only across calls:
-  // from 32 KiB the ring's slots, which overlap within the call, win.
+  // from 16 KiB the ring's slots (streamed: "which calls stream their slots" below), which
+  // overlap within the call, win.
+  CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm != Algorithm::oneshot);
   CHECK(roomy.choose(Collective::broadcast, 32 * 1024, 2).algorithm != Algorithm::oneshot);
   CHECK(roomy.choose(Collective::broadcast, 64 * 1024, 2).algorithm != Algorithm::oneshot);
 }
@@ -506,7 +508,8 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
 }
 
 // Far apart every call's slots are streamed; close by only a two-rank broadcast's below 128
-// KiB, where ranks have cores and the stores follow the placement (docs/tuning.md).
+// KiB, where ranks have cores, the stores follow the placement and the CPUs do not share a
+// core's caches (docs/tuning.md).
 TEST_CASE("the tuner: which calls stream their slots") {
   const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   CHECK(close.streamsSlots(Collective::broadcast, 32 << 10, 2));
@@ -529,6 +532,31 @@ TEST_CASE("the tuner: which calls stream their slots") {
   for (const Tuner* t : {&cached, &shared, &tcp}) {
     CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
   }
+  // Priced so: the streamed ring takes a close two-rank broadcast of 16 KiB from the window's
+  // one-shot, which keeps 4 KiB; with the slots cached the one-shot keeps 16 KiB too.
+  Tuner window(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  Tuner windowCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  window.setOneShot(64 << 10);
+  windowCached.setOneShot(64 << 10);
+  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::ring);
+  CHECK(window.choose(Collective::broadcast, 4 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(windowCached.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) <
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2) ==
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2));
+  // CPUs that share a core's caches (a round trip under 80 ns) keep cached slots and prices.
+  CHECK(Tuner::sharesCache(50));
+  CHECK_FALSE(Tuner::sharesCache(100));
+  CHECK_FALSE(Tuner::sharesCache(0));  // unmeasured
+  window.setCacheShared(true);
+  CHECK_FALSE(window.streamsSlots(Collective::broadcast, 32 << 10, 2));
+  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) ==
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
+  Tuner farShared(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  farShared.setCacheShared(true);
+  CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10, 2));
 }
 
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
