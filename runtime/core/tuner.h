@@ -98,7 +98,7 @@ class Tuner {
   static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar = true);
   static bool farApart(double roundTripNs);
   // A round trip under 80 ns: the probed CPUs share a core's caches (two hardware threads of one
-  // core: 47-66 ns where other cores took 93-116 and far ones 475-550). There the window's
+  // core: 47-48 ns where other cores took 93-116 and far ones 475-550). There the window's
   // one-shot took a two-rank broadcast of 16 KiB in 0.72 us and the streamed ring in 2.1-2.2, so
   // such broadcasts keep cached slots and their price (docs/tuning.md).
   static bool sharesCache(double roundTripNs);
