@@ -82,7 +82,7 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // A plain copy out of one peer may be received straight into the output.
     std::byte* direct = (what & (kInput | kOutput)) == kOutput ? out : nullptr;
     for (int i = 0; i < nRecv; ++i) received[i] = waitRecv(*recvFrom_[i], bytes, direct);
-    for (int i = 0; i < nSend; ++i) slots[i] = waitSend(*sendTo_[i]);
+    for (int i = 0; i < nSend; ++i) slots[i] = waitSend(*sendTo_[i], bytes);
     // The first destination is the output when there is one, else the first send slot; the
     // kernels write a second one in the same pass, and further ones are copied from the first.
     std::byte* dst = out ? out : slots[0];
@@ -165,7 +165,7 @@ void HostPrims::noteReadingInput(Connection& conn) {
 
 void HostPrims::sendMarker() {
   for (int i = 0; i < nSend_; ++i) {
-    waitSend(*sendTo_[i]);
+    waitSend(*sendTo_[i], 0);
     publishSend(*sendTo_[i], 0);
   }
   flushSends();
@@ -193,6 +193,7 @@ void HostPrims::publishSend(Connection& to, uint32_t bytes) {
   const uint32_t tail = link.counters->tail.value.load(std::memory_order_relaxed);
   SlotMeta& meta = link.meta(tail);
   meta.bytes = bytes;
+  meta.offset = payloadOffset(link, tail, bytes);
   meta.setOp(ctx_.desc);
   link.counters->tail.value.store(tail + 1, std::memory_order_seq_cst);
   notifyAll(link.counters->tail);
@@ -233,13 +234,18 @@ const std::byte* HostPrims::waitRecv(Connection& from, uint32_t bytes, std::byte
                        broken.lostRank});
 }
 
-std::byte* HostPrims::waitSend(Connection& to) {
+std::byte* HostPrims::waitSend(Connection& to, uint32_t bytes) {
   Link& link = to.sendLink();
   auto& head = link.counters->head;
   const uint32_t tail = link.counters->tail.value.load(std::memory_order_relaxed);
   waitUntil([&] { return tail - head.value.load(std::memory_order_acquire) < link.nSlots; },
             [&](Clock::time_point until) { to.awaitSend(until); }, to, "buffer space at");
-  return link.slot(tail);
+  return link.slot(tail) + payloadOffset(link, tail, bytes);
+}
+
+uint32_t HostPrims::payloadOffset(const Link& link, uint32_t index, uint32_t bytes) const {
+  if (!ctx_.spreadSlots || !link.peerReadsInPlace) return 0;
+  return spreadOffset(index / link.nSlots, bytes, link.slotBytes);
 }
 
 template <class Ready, class Await>

@@ -35,6 +35,9 @@ struct OpContext {
   // The ranks' CPUs sit far apart (the placement probe): slots a peer reads in place are filled
   // with streaming stores, which it then reads from memory rather than from this CPU's cache.
   bool streamSlots = false;
+  // Payloads in slots a peer reads in place move from place to place within their slot, one
+  // round of the link to the next (spreadOffset; Tuner::spreadsSlots).
+  bool spreadSlots = false;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to
   // a callable of the caller that started the operation, which outlives every wait of it.
@@ -86,7 +89,10 @@ class HostPrims {
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
   void run(unsigned what, size_t inOff, size_t outOff, size_t n, bool final);
   const std::byte* waitRecv(Connection& from, uint32_t bytes, std::byte* direct = nullptr);
-  std::byte* waitSend(Connection& to);
+  // Where the next send slot's payload of `bytes` goes (its slot, spread where the call says).
+  std::byte* waitSend(Connection& to, uint32_t bytes);
+  // Where in send slot `index` of `link` a payload of `bytes` starts (OpContext::spreadSlots).
+  uint32_t payloadOffset(const Link& link, uint32_t index, uint32_t bytes) const;
   void releaseRecv(Connection& from);
   void noteReadingInput(Connection& conn);
   void publishSend(Connection& to, uint32_t bytes);

@@ -308,7 +308,7 @@ std::byte* OneShot::payloadIn(const Mailbox& box, int slot, Payload where) const
     case Payload::block:
       break;
   }
-  return box.data[block_];
+  return box.data[block_] + box.posts[slot].meta.offset;
 }
 
 void OneShot::prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes,
@@ -345,6 +345,10 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
         state.finished);
   }
   MailPost& p = self_.posts[post_];
+  // Before the payload, which goes where the offset says (spreadOffset; read after the flag).
+  p.meta.offset = where == Payload::block && ctx.spreadSlots
+                      ? spreadOffset(calls_ / kMailData, bytes, self_.blockSpan)
+                      : 0;
   // A payload that fills a data block is streamed where the slots are (streamBlocks): far
   // apart its readers on the other CPU take it from memory (n = 4 on 2 cores, a gather of
   // 256 KiB: 20 µs streamed against 59 cached).
@@ -385,7 +389,8 @@ const std::byte* OneShot::awaitPost(const OpContext& ctx, const OpDesc& call, in
     waitUntil(
         ctx, peer, "data from", [&] { return p.flag.load(std::memory_order_acquire) == want; },
         p.flag);
-    if (!p.meta.sameOp(call) || p.meta.bytes != bytes || p.kind != kind) {
+    if (!p.meta.sameOp(call) || p.meta.bytes != bytes || p.kind != kind ||
+        (where == Payload::block && uint64_t(p.meta.offset) + bytes > box.blockSpan)) {
       failDisagreement(ctx, call, peer, p, bytes, late, kind);
     }
   }
@@ -403,44 +408,15 @@ void OneShot::failDisagreement(const OpContext& ctx, const OpDesc& call, int pee
                    ? " by the direct read where the window's all-reduce was expected"
                    : " by the window's all-reduce where the direct read was expected";
     message += " (do all ranks use the same GYRE_ALGO?)";
-  } else if (p.meta.sameOp(call)) {
+  } else if (p.meta.sameOp(call) && p.meta.bytes != bytes) {
     message += " of " + std::to_string(p.meta.bytes) + " bytes where " + std::to_string(bytes) +
                " bytes were expected";
+  } else if (p.meta.sameOp(call)) {
+    message += " at " + std::to_string(p.meta.offset) + " bytes into a data block of " +
+               std::to_string(boxes_[size_t(peer)].blockSpan) + " (a malformed post)";
   }
   if (late) message += " (found at this rank's later call, " + describeOp(ctx.desc) + ")";
   fail(Code::invalid_usage, message);
-}
-
-void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address,
-                         size_t bytes, bool read) {
-  const int pid = boxes_[size_t(peer)].state->pid;
-  const std::string error = read ? readPeerMemory(pid, local, address, bytes)
-                                 : writePeerMemory(pid, address, local, bytes);
-  if (error.empty()) return;
-  // A rank that ended is the cause; else its buffer is shorter than the call.
-  const bool gone = window_.ownerExited(peer);
-  std::ostringstream at;
-  at << std::hex << "0x" << address;
-  throw Failure(Status{gone ? Code::remote_error : Code::invalid_usage,
-                       who(ctx) + " failed: could not " +
-                           (read ? "read the input of rank " : "write the output of rank ") +
-                           std::to_string(peer) + " (" + std::to_string(bytes) + " bytes at " +
-                           at.str() + "): " + error +
-                           (gone ? " (its process ended)" : " (is its buffer that large?)"),
-                       peer});
-}
-
-void OneShot::publishReads(uint64_t seq) {
-  self_.state->readsDone.store(seq, std::memory_order_release);
-  self_.state->readsMoved.fetch_add(1, std::memory_order_release);
-  notifyAll(self_.state->readsMoved, self_.state->sleepers, wakeOrder_);
-}
-
-void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t seq) {
-  MailState& state = *boxes_[size_t(peer)].state;
-  waitUntil(
-      ctx, peer, "the direct reads and writes of this call by",
-      [&] { return state.readsDone.load(std::memory_order_acquire) >= seq; }, state.readsMoved);
 }
 
 uint32_t OneShot::remeasurePlacement(const OpContext& ctx, int partner) {

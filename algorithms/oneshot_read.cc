@@ -3,6 +3,7 @@
 // the kernel (process_vm_readv, process_vm_writev), one copy between the ranks' buffers.
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "algorithms/oneshot.h"
 #include "kernels/cpu/reduce.h"
@@ -146,6 +147,38 @@ void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte
     }
   }
   finishReads(ctx, -1);
+}
+
+void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address,
+                         size_t bytes, bool read) {
+  const int pid = boxes_[size_t(peer)].state->pid;
+  const std::string error = read ? readPeerMemory(pid, local, address, bytes)
+                                 : writePeerMemory(pid, address, local, bytes);
+  if (error.empty()) return;
+  // A rank that ended is the cause; else its buffer is shorter than the call.
+  const bool gone = window_.ownerExited(peer);
+  std::ostringstream at;
+  at << std::hex << "0x" << address;
+  throw Failure(Status{gone ? Code::remote_error : Code::invalid_usage,
+                       who(ctx) + " failed: could not " +
+                           (read ? "read the input of rank " : "write the output of rank ") +
+                           std::to_string(peer) + " (" + std::to_string(bytes) + " bytes at " +
+                           at.str() + "): " + error +
+                           (gone ? " (its process ended)" : " (is its buffer that large?)"),
+                       peer});
+}
+
+void OneShot::publishReads(uint64_t seq) {
+  self_.state->readsDone.store(seq, std::memory_order_release);
+  self_.state->readsMoved.fetch_add(1, std::memory_order_release);
+  notifyAll(self_.state->readsMoved, self_.state->sleepers, wakeOrder_);
+}
+
+void OneShot::awaitReads(const OpContext& ctx, int peer, uint64_t seq) {
+  MailState& state = *boxes_[size_t(peer)].state;
+  waitUntil(
+      ctx, peer, "the direct reads and writes of this call by",
+      [&] { return state.readsDone.load(std::memory_order_acquire) >= seq; }, state.readsMoved);
 }
 
 }  // namespace gyre

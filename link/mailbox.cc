@@ -32,9 +32,19 @@ struct alignas(64) WindowHeader {
 };
 constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '8'};
 
-size_t perRankBytes(size_t capacity) {
+// A data block holds a whole post and, for spreading (spreadOffset), room to move smaller
+// ones about: 512 KiB a block where that is no more than 2 MiB a block over all ranks (up to 4
+// ranks at the default 64 KiB; 256 KiB at 8, one post from 32 ranks), so the window's data
+// stays within 4 MiB.
+size_t blockSpanFor(int nranks, size_t capacity) {
+  const size_t post = align64(capacity);
+  const size_t room = std::min<size_t>(512 << 10, (size_t(2) << 20) / size_t(std::max(nranks, 1)));
+  return std::max<size_t>(1, room / post) * post;
+}
+
+size_t perRankBytes(int nranks, size_t capacity) {
   return kMailPosts * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) +
-         kMailData * align64(capacity);
+         kMailData * blockSpanFor(nranks, capacity);
 }
 
 constexpr uint32_t kProbeDone = 0xffffffff;
@@ -189,7 +199,7 @@ void answerRoundTrips(MailState& self, const MailState& partner, Clock::duration
 }
 
 size_t MailboxWindow::bytesFor(int nranks, size_t capacity) {
-  return sizeof(WindowHeader) + size_t(nranks) * perRankBytes(capacity);
+  return sizeof(WindowHeader) + size_t(nranks) * perRankBytes(nranks, capacity);
 }
 
 size_t MailboxWindow::smallBytesFor(size_t capacity) {
@@ -201,7 +211,8 @@ MailboxWindow::MailboxWindow(void* base, int nranks, size_t capacity, bool forma
     : base_(static_cast<std::byte*>(base)),
       nranks_(nranks),
       capacity_(capacity),
-      perRank_(perRankBytes(capacity)) {
+      perRank_(perRankBytes(nranks, capacity)),
+      blockSpan_(blockSpanFor(nranks, capacity)) {
   auto* header = std::launder(reinterpret_cast<WindowHeader*>(base_));
   if (format) {
     std::memcpy(header->magic, kMagic, sizeof kMagic);
@@ -227,7 +238,8 @@ Mailbox MailboxWindow::mailbox(int rank) const {
   at += sizeof(MailState);
   m.failure = std::launder(reinterpret_cast<MailFailure*>(at));
   at += sizeof(MailFailure);
-  for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * align64(capacity_);
+  for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * blockSpan_;
+  m.blockSpan = blockSpan_;
   m.smallBytes = smallBytesFor(capacity_);
   return m;
 }

@@ -4,7 +4,8 @@
 // turn, so a rank that needs nothing back (a broadcast's root) may run that many calls ahead of
 // the slowest reader. Payloads too big to inline but small enough (Mailbox::smallBytes, 2 KiB
 // at the default 64 KiB) go to the post's own piece of the data blocks, reused with the post;
-// larger ones fill one of kMailData data blocks, used in turn.
+// larger ones go to one of kMailData data blocks, used in turn (at a new place of it each time
+// round where the call spreads its payloads: spreadOffset).
 //
 // A post's flag (the low 32 bits of the call's sequence number, written last), the call's
 // header and payloads of up to kInlineBytes share one cache line: a tiny payload crosses from
@@ -92,7 +93,10 @@ struct Mailbox {
   MailPost* posts = nullptr;  // [kMailPosts]
   MailState* state = nullptr;
   MailFailure* failure = nullptr;
-  std::byte* data[kMailData] = {};  // each `capacity` bytes, for payloads too big to inline
+  // Each `blockSpan` bytes (a whole post or more), for payloads too big to inline; a post that
+  // fills it starts at 0, a smaller one where its header's offset says (spreadOffset).
+  std::byte* data[kMailData] = {};
+  size_t blockSpan = 0;
   // The data blocks also hold one small payload per post: kSmallPerBlock pieces of smallBytes
   // (capacity * kMailData / kMailPosts, down to a cache line; 0 where that is not more than
   // a post inlines), so a poster of small payloads runs as far ahead as of inlined ones.
@@ -131,6 +135,7 @@ class MailboxWindow {
   int nranks_ = 0;
   size_t capacity_ = 0;
   size_t perRank_ = 0;
+  size_t blockSpan_ = 0;
 };
 
 }  // namespace gyre

@@ -31,7 +31,9 @@ struct SlotMeta {
   uint8_t op = 0;
   uint8_t reserved = 0;
   int32_t root = 0;
-  uint32_t reserved2 = 0;
+  // Where the payload starts in its slot (or window data block): spreadOffset() where the sender
+  // spreads payloads over shared memory, else 0.
+  uint32_t offset = 0;
   uint64_t seq = 0;
   uint64_t count = 0;
 
@@ -54,6 +56,22 @@ struct SlotMeta {
   }
 };
 static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
+
+// Spreading: a payload of shared memory that another CPU reads lands at a new place of its
+// region (a slot, a window data block) each time the region comes round again, so a line
+// written now was last written several rounds ago. By then both CPUs' private caches have let
+// it go, and the writer takes it from the shared cache without first taking it back from the
+// reader's (docs/tuning.md, "Spreading payloads": two ranks on cores close by, 16-128 KiB,
+// 0.5-0.77 times the time). The smallest payload spread: below it a line's round trip, not
+// its bytes, sets the time.
+constexpr uint32_t kSpreadFromBytes = 8192;
+// Where a payload of `bytes` starts in a region of `span` bytes on the region's `round`-th use:
+// page-aligned places one after the other, 0 where fewer than two fit or below kSpreadFromBytes.
+GYRE_HD inline uint32_t spreadOffset(uint64_t round, uint32_t bytes, uint64_t span) {
+  const uint64_t step = (uint64_t(bytes) + 4095) / 4096 * 4096;
+  const uint64_t places = bytes < kSpreadFromBytes ? 0 : span / step;
+  return places < 2 ? 0 : uint32_t(round % places * step);
+}
 
 // The two counters of a host link (shm, tcp, rdma), each a futex-waitable word on its own
 // cache line; device links keep theirs in GPU memory (link/device_link.h, DeviceCounters).

@@ -113,12 +113,13 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
       algorithm = choose(ctx.desc.coll, bytes);
     }
   }
+  OpContext placed = ctx;
+  placed.spreadSlots = spreadsSlots(ctx.desc.coll, bytes);
   if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
-    return runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
+    return runOneShot(placed, send, recv, algorithm == Algorithm::directRead);
   }
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
-  OpContext placed = ctx;
   placed.streamSlots = streamsSlots(ctx.desc.coll, bytes);
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);

@@ -144,6 +144,18 @@ struct Communicator::Impl {
     return tuner->streamsSlots(coll, bytes, config.nranks) ||
            config.slotStores == CommConfig::SlotStores::streaming;
   }
+  // Whether one call spreads its payloads (Tuner::spreadsSlots, or GYRE_SLOT_SPREAD=on|off).
+  bool spreadsSlots(Collective coll, size_t bytes) const {
+    switch (config.slotSpread) {
+      case CommConfig::SlotSpread::on:
+        return true;
+      case CommConfig::SlotSpread::off:
+        return false;
+      case CommConfig::SlotSpread::automatic:
+        break;
+    }
+    return !streamsSlots(coll, bytes) && tuner->spreadsSlots(coll, bytes, config.nranks);
+  }
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
   std::shared_ptr<Store> openStore();

@@ -90,6 +90,18 @@ const char* slotStoresName(CommConfig::SlotStores stores) {
   return "?";
 }
 
+const char* slotSpreadName(CommConfig::SlotSpread spread) {
+  switch (spread) {
+    case CommConfig::SlotSpread::automatic:
+      return "auto";
+    case CommConfig::SlotSpread::on:
+      return "on";
+    case CommConfig::SlotSpread::off:
+      return "off";
+  }
+  return "?";
+}
+
 void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_TIMEOUT")) {
     char* end = nullptr;
@@ -123,6 +135,17 @@ void applyTuningEnv(CommConfig& c) {
     if (!known) {
       fail(Code::invalid_argument,
            std::string("GYRE_SLOT_STORES='") + v + "' is not one of auto, cached, streaming");
+    }
+  }
+  if (const char* v = env("GYRE_SLOT_SPREAD")) {
+    bool known = false;
+    for (auto spread : {CommConfig::SlotSpread::automatic, CommConfig::SlotSpread::on,
+                        CommConfig::SlotSpread::off}) {
+      if (std::string(v) == slotSpreadName(spread)) c.slotSpread = spread, known = true;
+    }
+    if (!known) {
+      fail(Code::invalid_argument,
+           std::string("GYRE_SLOT_SPREAD='") + v + "' is not one of auto, on, off");
     }
   }
   c.shmSingleCopyBytes = size_t(

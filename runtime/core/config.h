@@ -40,6 +40,12 @@ struct CommConfig {
   // stores while the placement probe finds the CPUs of ranks 0 and 1 far apart, else cached),
   // cached or streaming (docs/perf/run_to_run.md).
   enum class SlotStores { automatic, cached, streaming } slotStores = SlotStores::automatic;
+  // GYRE_SLOT_SPREAD: whether a payload of 8 KiB or more that a peer reads in place (a shared-
+  // memory slot, the window's data blocks) moves to a new place of its slot or block each time
+  // round (spreadOffset): auto (where every rank has a core, the CPUs of ranks 0 and 1 sit close
+  // but do not share a core's caches, and the slots are not streamed), on or off
+  // (docs/tuning.md).
+  enum class SlotSpread { automatic, on, off } slotSpread = SlotSpread::automatic;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
   // the system's default for the others), system (never set), or a name for every one.
@@ -69,11 +75,14 @@ struct CommConfig {
 
 // "auto", "cached" or "streaming".
 const char* slotStoresName(CommConfig::SlotStores stores);
+// "auto", "on" or "off".
+const char* slotSpreadName(CommConfig::SlotSpread spread);
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_ONESHOT_BYTES,
-// GYRE_PLACEMENT_PROBE_MS, GYRE_SLOT_STORES, GYRE_SHM_SINGLE_COPY_BYTES, GYRE_SOCKET_IFNAME,
-// GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT,
-// GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX and the GYRE_CUDA_* variables.
+// GYRE_PLACEMENT_PROBE_MS, GYRE_SLOT_STORES, GYRE_SLOT_SPREAD, GYRE_SHM_SINGLE_COPY_BYTES,
+// GYRE_SOCKET_IFNAME, GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO,
+// GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX and the GYRE_CUDA_*
+// variables.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

@@ -274,6 +274,11 @@ bool Tuner::streamsSlots(Collective coll, size_t bytes, int nranks) const {
                                  bytes < link_.broadcastsStreamedBelow);
 }
 
+bool Tuner::spreadsSlots(Collective coll, size_t bytes, int nranks) const {
+  return !link_.coresShared && !link_.placedFar && !cacheShared_ &&
+         !streamsSlots(coll, bytes, nranks);
+}
+
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's
 // busiest link carries per byte of the collective's size.
 double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const {

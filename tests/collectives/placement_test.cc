@@ -148,55 +148,47 @@ TEST_CASE("placement probe: a peer that left fails the probe fast, naming it") {
   CHECK(job.comm(0).placementProbes().probes == 0);  // the probe itself failed
 }
 
-// Slots written with streaming stores (GYRE_SLOT_STORES=streaming forces what auto does far
-// apart): every collective through slots stays exact. Small slots and no single copy, so every
-// byte crosses a slot, many slots per call, with the kernels' second destinations and the
-// further copies of a tree's inner ranks all written that way. Forced through the host window,
-// the payloads of 1000 and 5003 elements fill its data blocks, streamed too.
-TEST_CASE("streamed slots: every collective through them exact") {
-  const int n = 3;
-  for (const char* algorithm : {"ring", "tree", "oneshot"}) {
-    CAPTURE(algorithm);
-    CommConfig config;
-    config.timeout = std::chrono::seconds(60);
-    config.slotStores = CommConfig::SlotStores::streaming;
-    config.slotBytes = 4096;
-    config.shmSingleCopyBytes = 0;
-    const bool window = std::string(algorithm) == "oneshot";
-    config.oneShotBytes = window ? 64 << 10 : 0;  // else no window: slots alone
-    config.algorithm = algorithm;
-    test::ThreadJob job(n, config, std::string("streamed-slots-") + algorithm);
-    std::vector<std::string> wrong(n);
-    job.run([&](Communicator& c, int r) {
-      auto note = [&](bool ok, const char* what, size_t count) {
-        if (!ok && wrong[size_t(r)].empty()) {
-          wrong[size_t(r)] = "rank " + std::to_string(r) + ": " + what + " of " +
-                             std::to_string(count) + " elements";
-        }
-      };
-      for (size_t count : {size_t(1), size_t(1000), size_t(5003)}) {
-        // Every byte of every element varies: a byte a store missed shows.
-        const auto value = [&](int rank, size_t k) {
-          return uint32_t(0x9E3779B9u * uint32_t(rank + 1) + uint32_t(k) * 2654435761u);
-        };
-        std::vector<uint32_t> in(count * n), out(count * n + 1);
+namespace {
+
+// Every collective through slots (or the window), exact on every rank for each count, `rounds`
+// times over: every byte of every element varies, so a byte a store missed shows, and the
+// words past each result stay poisoned.
+void everyCollectiveExact(const CommConfig& config, int n, const std::string& name,
+                          std::initializer_list<size_t> counts, int rounds) {
+  test::ThreadJob job(n, config, name);
+  std::vector<std::string> wrong(static_cast<size_t>(n));
+  job.run([&](Communicator& c, int r) {
+    auto note = [&](bool ok, const char* what, size_t count) {
+      if (!ok && wrong[size_t(r)].empty()) {
+        wrong[size_t(r)] = "rank " + std::to_string(r) + ": " + what + " of " +
+                           std::to_string(count) + " elements";
+      }
+    };
+    const auto value = [&](int rank, size_t k) {
+      return uint32_t(0x9E3779B9u * uint32_t(rank + 1) + uint32_t(k) * 2654435761u);
+    };
+    const auto sum = [&](size_t k) {
+      uint32_t total = 0;
+      for (int p = 0; p < n; ++p) total += value(p, k);
+      return total;
+    };
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t count : counts) {
+        std::vector<uint32_t> in(count * size_t(n)), out(count * size_t(n) + 1);
         for (size_t k = 0; k < in.size(); ++k) in[k] = value(r, k);
         std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
         c.allReduce(in.data(), out.data(), count, DataType::u32, RedOp::sum);
         bool ok = out[count] == 0xA5A5A5A5u;
-        for (size_t k = 0; k < count; ++k) ok &= out[k] == value(0, k) + value(1, k) + value(2, k);
+        for (size_t k = 0; k < count; ++k) ok &= out[k] == sum(k);
         note(ok, "all_reduce", count);
         std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
         c.reduceScatter(in.data(), out.data(), count, DataType::u32, RedOp::sum);
         ok = out[count] == 0xA5A5A5A5u;
-        for (size_t k = 0; k < count; ++k) {
-          const size_t at = size_t(r) * count + k;
-          ok &= out[k] == value(0, at) + value(1, at) + value(2, at);
-        }
+        for (size_t k = 0; k < count; ++k) ok &= out[k] == sum(size_t(r) * count + k);
         note(ok, "reduce_scatter", count);
         std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
         c.allGather(in.data(), out.data(), count, DataType::u32);
-        ok = out[count * n] == 0xA5A5A5A5u;
+        ok = out[count * size_t(n)] == 0xA5A5A5A5u;
         for (int p = 0; p < n; ++p)
           for (size_t k = 0; k < count; ++k) ok &= out[size_t(p) * count + k] == value(p, k);
         note(ok, "all_gather", count);
@@ -209,12 +201,55 @@ TEST_CASE("streamed slots: every collective through them exact") {
           std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
           c.reduce(in.data(), out.data(), count, DataType::u32, RedOp::sum, root);
           ok = true;
-          for (size_t k = 0; k < count && r == root; ++k)
-            ok &= out[k] == value(0, k) + value(1, k) + value(2, k);
+          for (size_t k = 0; k < count && r == root; ++k) ok &= out[k] == sum(k);
           note(ok, "reduce", count);
         }
       }
-    });
-    for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
+    }
+  });
+  for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
+}
+
+}  // namespace
+
+// Slots written with streaming stores (GYRE_SLOT_STORES=streaming forces what auto does far
+// apart): every collective through slots stays exact. Small slots and no single copy, so every
+// byte crosses a slot, many slots per call, with the kernels' second destinations and the
+// further copies of a tree's inner ranks all written that way. Forced through the host window,
+// the payloads of 1000 and 5003 elements fill its data blocks, streamed too.
+TEST_CASE("streamed slots: every collective through them exact") {
+  for (const char* algorithm : {"ring", "tree", "oneshot"}) {
+    CAPTURE(std::string(algorithm));
+    CommConfig config;
+    config.timeout = std::chrono::seconds(60);
+    config.slotStores = CommConfig::SlotStores::streaming;
+    config.slotBytes = 4096;
+    config.shmSingleCopyBytes = 0;
+    const bool window = std::string(algorithm) == "oneshot";
+    config.oneShotBytes = window ? 64 << 10 : 0;  // else no window: slots alone
+    config.algorithm = algorithm;
+    everyCollectiveExact(config, 3, std::string("streamed-slots-") + algorithm, {1, 1000, 5003}, 1);
+  }
+}
+
+// Payloads spread in their slots and window blocks (GYRE_SLOT_SPREAD=on forces what auto does
+// where the ranks have cores close by): every collective stays exact while the payloads move
+// from place to place. Slots of 64 KiB, the window's posts up to 64 KiB (blocks of 512 KiB at
+// n = 3), no single copy: payloads of 8 KiB (2048 elements, a ring's share 2730 B is not
+// spread), 20 KiB and 40 KiB change places every round of the links and the window, and 80
+// KiB fills whole slots. Enough rounds for every place to come round.
+TEST_CASE("spread payloads: every collective through slots and window exact") {
+  for (const char* algorithm : {"ring", "tree", "rd", "oneshot"}) {
+    CAPTURE(std::string(algorithm));
+    CommConfig config;
+    config.timeout = std::chrono::seconds(60);
+    config.slotSpread = CommConfig::SlotSpread::on;
+    config.slotBytes = 64 << 10;
+    config.shmSingleCopyBytes = 0;
+    const bool window = std::string(algorithm) == "oneshot";
+    config.oneShotBytes = window ? 128 << 10 : 0;
+    config.algorithm = algorithm;
+    everyCollectiveExact(config, 3, std::string("spread-") + algorithm,
+                         {1, 2048, 5000, 10000, 20000}, 6);
   }
 }

@@ -115,6 +115,28 @@ TEST_CASE("config: GYRE_SLOT_STORES is auto, cached or streaming; auto by defaul
   }
 }
 
+TEST_CASE("config: GYRE_SLOT_SPREAD is auto, on or off; auto by default") {
+  {
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.slotSpread == CommConfig::SlotSpread::automatic);
+  }
+  for (const auto& [text, spread] : {std::pair{"auto", CommConfig::SlotSpread::automatic},
+                                     std::pair{"on", CommConfig::SlotSpread::on},
+                                     std::pair{"off", CommConfig::SlotSpread::off}}) {
+    ScopedEnv e("GYRE_SLOT_SPREAD", text);
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.slotSpread == spread);
+    CHECK(std::string(slotSpreadName(spread)) == text);
+  }
+  for (const char* bad : {"1", "yes", "On"}) {
+    ScopedEnv e("GYRE_SLOT_SPREAD", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}
+
 TEST_CASE("config: Slurm's first node of a node list") {
   CHECK(firstSlurmHost("vm") == "vm");
   CHECK(firstSlurmHost("node[01-04,07],gpu5") == "node01");

@@ -47,13 +47,17 @@ struct Pair {
   }
 
   // What HostPrims does around a send into a free slot: offer `src`, publish the slot.
+  // `offset`: where in the slot a payload it fills goes (a spread payload).
   Taken publish(const std::byte* src, uint32_t bytes, bool stable = true,
-                bool receiverInCall = true, bool senderIdle = false) {
+                bool receiverInCall = true, bool senderIdle = false, uint32_t offset = 0) {
     Link& link = sender->sendLink();
     const uint32_t tail = link.counters->tail.value.load();
     REQUIRE(tail - link.counters->head.value.load() < link.nSlots);
     const Taken taken = sender->offerSource({src, bytes, stable, true, receiverInCall, senderIdle});
-    if (taken == Taken::no) std::memcpy(link.slot(tail), src, bytes);
+    if (taken == Taken::no) {
+      if (uint64_t(offset) + bytes <= kSlotBytes) std::memcpy(link.slot(tail) + offset, src, bytes);
+      link.meta(tail).offset = offset;
+    }
     link.meta(tail).bytes = bytes;
     link.counters->tail.value.store(tail + 1);
     return taken;
@@ -227,6 +231,54 @@ TEST_CASE("shm single copy: a sender that gives up withdraws what was not read")
     const Status s = pair.sender->releaseSources(soon());
     CHECK_FALSE(s.ok());
     CHECK(s.code != Code::timeout);
+  }
+}
+
+TEST_CASE("shm: a spread payload is read where its header puts it; one past its slot fails") {
+  Pair pair(0, 0);  // every payload in the slots
+  Link& link = pair.receiver->recvLink();
+  // Each round of the link puts a payload of 20000 bytes at the next of three 20 KiB places.
+  for (uint32_t round = 0; round < 4; ++round) {
+    for (uint32_t s = 0; s < link.nSlots; ++s) {
+      const uint32_t index = round * link.nSlots + s;
+      const uint32_t offset = spreadOffset(round, 20000, kSlotBytes);
+      CHECK(offset == round % 3 * 20480);
+      const auto data = pattern(20000, int(index));
+      CHECK(pair.publish(data.data(), 20000, true, true, false, offset) == Taken::no);
+      const std::byte* payload = pair.receive(nullptr);
+      CHECK(payload == link.slot(index) + offset);
+      REQUIRE(payload != nullptr);
+      CHECK(std::memcmp(payload, data.data(), 20000) == 0);
+      pair.release();
+    }
+  }
+  // A header that puts the payload past the end of its slot: the receiver reads nothing and the
+  // connection fails, naming the sender.
+  const auto data = pattern(4096, 9);
+  CHECK(pair.publish(data.data(), 4096, true, true, false, kSlotBytes - 4000) == Taken::no);
+  CHECK(pair.receive(nullptr) == nullptr);
+  const Status failed = pair.receiver->failure();
+  CAPTURE(failed.message);
+  CHECK(failed.code == Code::remote_error);
+  CHECK(failed.lostRank == 0);
+  CHECK(failed.message.find("rank 0 sent a payload of 4096 bytes at 61536 in a slot of 65536") !=
+        std::string::npos);
+}
+
+TEST_CASE("spreadOffset: page-aligned places in turn, none for small payloads or whole slots") {
+  const uint64_t slot = 128 << 10;
+  CHECK(spreadOffset(5, kSpreadFromBytes - 1, slot) == 0);  // small: a line's round trip
+  for (uint64_t round = 0; round < 20; ++round) {
+    CHECK(spreadOffset(round, 8192, slot) == round % 16 * 8192);
+    CHECK(spreadOffset(round, 40000, slot) == round % 3 * 40960);  // 3 places of 40 KiB
+    CHECK(spreadOffset(round, 65536, slot) == round % 2 * 65536);
+    CHECK(spreadOffset(round, 65537, slot) == 0);  // one place only
+    CHECK(spreadOffset(round, 131072, slot) == 0);
+  }
+  // Every place lies wholly inside the region, up to the round counter's wrap.
+  for (uint32_t bytes : {8192u, 9000u, 20000u, 50000u, 65536u}) {
+    for (uint64_t round : {uint64_t(0), uint64_t(1), uint64_t(7), ~uint64_t(0), uint64_t(1) << 40})
+      CHECK(spreadOffset(round, bytes, slot) + bytes <= slot);
   }
 }
 

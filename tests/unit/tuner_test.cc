@@ -559,6 +559,32 @@ TEST_CASE("the tuner: which calls stream their slots") {
   CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10, 2));
 }
 
+// Spreading (OpContext::spreadSlots): only where every rank has a core and the probed CPUs sit
+// close without sharing a core's caches, and never for a call whose slots are streamed.
+TEST_CASE("the tuner: which calls spread their payloads") {
+  const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  for (Collective coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
+                          Collective::reduce_scatter, Collective::all_to_all}) {
+    for (int n : {2, 4}) CHECK(close.spreadsSlots(coll, 64 << 10, n));
+  }
+  // The close two-rank broadcast below 128 KiB streams its slots instead.
+  CHECK_FALSE(close.spreadsSlots(Collective::broadcast, 64 << 10, 2));
+  CHECK(close.spreadsSlots(Collective::broadcast, 128 << 10, 2));
+  CHECK(close.spreadsSlots(Collective::broadcast, 64 << 10, 4));
+  const Tuner closeCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  CHECK(closeCached.spreadsSlots(Collective::broadcast, 64 << 10, 2));
+  // Far apart (streamed, or cached where unmeasured), ranks sharing cores, one core's caches.
+  const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  const Tuner farCached(Tuner::sharedMemoryAt(true, true, false), "", kChunk, kSlot);
+  const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  Tuner oneCore(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  oneCore.setCacheShared(true);
+  for (const Tuner* t : {&far, &farCached, &shared, static_cast<const Tuner*>(&oneCore)}) {
+    CHECK_FALSE(t->spreadsSlots(Collective::all_reduce, 64 << 10, 2));
+    CHECK_FALSE(t->spreadsSlots(Collective::all_gather, 64 << 10, 4));
+  }
+}
+
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
 // reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
 // candidates, in either placement, but still run where forced.

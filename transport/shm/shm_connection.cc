@@ -239,8 +239,19 @@ void ShmConnection::offerTarget(const RecvTarget&) {
 const std::byte* ShmConnection::recvPayload(uint32_t index, std::byte* target) {
   RemotePayload& remote = recvRemote_[index % recv_.nSlots];
   uint32_t state = remote.state.load(std::memory_order_acquire);
-  if (state == kNone) return recv_.slot(index);
-  const uint32_t bytes = recv_.meta(index).bytes;
+  const SlotMeta& meta = recv_.meta(index);
+  if (state == kNone) {
+    if (uint64_t(meta.offset) + meta.bytes <= recv_.slotBytes)
+      return recv_.slot(index) + meta.offset;
+    socket_.fail({Code::remote_error,
+                  "rank " + std::to_string(selfRank_) + ": rank " + std::to_string(peer()) +
+                      " sent a payload of " + std::to_string(meta.bytes) + " bytes at " +
+                      std::to_string(meta.offset) + " in a slot of " +
+                      std::to_string(recv_.slotBytes) + " over shm",
+                  peer()});
+    return nullptr;
+  }
+  const uint32_t bytes = meta.bytes;
   std::byte* into = target ? target : recv_.slot(index);
   std::string error;
   if (state != kLive) {
