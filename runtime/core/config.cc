@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "base/status.h"
 #include "transport/registry.h"
@@ -25,6 +26,24 @@ long long envInt(const char* name, long long fallback, long long lo, long long h
                                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return value;
+}
+
+// `value` becomes the one of `choices` that GYRE variable `name` names (`nameOf`); a name that is
+// none of them fails, listing them. Unset: `value` stays.
+template <class E>
+void envChoice(const char* name, E& value, std::initializer_list<E> choices,
+               const char* (*nameOf)(E)) {
+  const char* v = env(name);
+  if (!v) return;
+  std::string names;
+  for (E choice : choices) {
+    if (std::string(v) == nameOf(choice)) {
+      value = choice;
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(nameOf(choice));
+  }
+  fail(Code::invalid_argument, std::string(name) + "='" + v + "' is not one of " + names);
 }
 
 // Slurm's step, where srun started this process: rank, size, job and step, and the step's
@@ -126,28 +145,14 @@ void applyTuningEnv(CommConfig& c) {
       envInt("GYRE_PLACEMENT_PROBE_MS",
              std::chrono::duration_cast<std::chrono::milliseconds>(c.placementProbe).count(), 0,
              3600 * 1000));
-  if (const char* v = env("GYRE_SLOT_STORES")) {
-    bool known = false;
-    for (auto stores : {CommConfig::SlotStores::automatic, CommConfig::SlotStores::cached,
-                        CommConfig::SlotStores::streaming}) {
-      if (std::string(v) == slotStoresName(stores)) c.slotStores = stores, known = true;
-    }
-    if (!known) {
-      fail(Code::invalid_argument,
-           std::string("GYRE_SLOT_STORES='") + v + "' is not one of auto, cached, streaming");
-    }
-  }
-  if (const char* v = env("GYRE_SLOT_SPREAD")) {
-    bool known = false;
-    for (auto spread : {CommConfig::SlotSpread::automatic, CommConfig::SlotSpread::on,
-                        CommConfig::SlotSpread::off}) {
-      if (std::string(v) == slotSpreadName(spread)) c.slotSpread = spread, known = true;
-    }
-    if (!known) {
-      fail(Code::invalid_argument,
-           std::string("GYRE_SLOT_SPREAD='") + v + "' is not one of auto, on, off");
-    }
-  }
+  envChoice("GYRE_SLOT_STORES", c.slotStores,
+            {CommConfig::SlotStores::automatic, CommConfig::SlotStores::cached,
+             CommConfig::SlotStores::streaming},
+            slotStoresName);
+  envChoice(
+      "GYRE_SLOT_SPREAD", c.slotSpread,
+      {CommConfig::SlotSpread::automatic, CommConfig::SlotSpread::on, CommConfig::SlotSpread::off},
+      slotSpreadName);
   c.shmSingleCopyBytes = size_t(
       envInt("GYRE_SHM_SINGLE_COPY_BYTES", (long long)c.shmSingleCopyBytes, 0, (long long)1 << 30));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;
