@@ -150,9 +150,9 @@ TEST_CASE("placement probe: a peer that left fails the probe fast, naming it") {
 
 namespace {
 
-// Every collective through slots (or the window), exact on every rank for each count, `rounds`
-// times over: every byte of every element varies, so a byte a store missed shows, and the
-// words past each result stay poisoned.
+// Every collective through slots (or the window), and a send and a recv round the ring, exact on
+// every rank for each count, `rounds` times over: every byte of every element varies, so a byte a
+// store missed shows, and the words past each result stay poisoned.
 void everyCollectiveExact(const CommConfig& config, int n, const std::string& name,
                           std::initializer_list<size_t> counts, int rounds) {
   test::ThreadJob job(n, config, name);
@@ -192,6 +192,14 @@ void everyCollectiveExact(const CommConfig& config, int n, const std::string& na
         for (int p = 0; p < n; ++p)
           for (size_t k = 0; k < count; ++k) ok &= out[size_t(p) * count + k] == value(p, k);
         note(ok, "all_gather", count);
+        // Point to point round the ring: each send fits the link, so it returns before the recv.
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
+        c.send(in.data(), count, DataType::u32, next);
+        c.recv(out.data(), count, DataType::u32, prev);
+        ok = out[count] == 0xA5A5A5A5u;
+        for (size_t k = 0; k < count; ++k) ok &= out[k] == value(prev, k);
+        note(ok, "send and recv", count);
         for (int root = 0; root < n; ++root) {
           std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
           c.broadcast(in.data(), out.data(), count, DataType::u32, root);
