@@ -329,7 +329,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         moved = link_.coresShared ? (nn + 1) * b : (nn - 1) * b;
         break;
       case Collective::reduce_scatter:
-        moved = b + b / nn;  // the whole buffer posted, this rank's block of each post read
+        // The whole buffer posted, this rank's block of each post read. Where each rank has a
+        // core close by, the post stays in the poster's cache while the others read their
+        // blocks, as for the all-reduce: at n = 2 the one-shot took 8 KiB in 0.72-0.89 us
+        // against the ring's 0.89-1.25, matched it at 16 KiB and lost from 32 KiB
+        // (docs/tuning.md), so the post counts once; far apart it still costs both.
+        moved = link_.coresShared || link_.farApart ? b + b / nn : b;
         break;
       case Collective::broadcast:
         // The root's post and the readers' copies overlap only across calls: at n = 2 the
