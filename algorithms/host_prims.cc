@@ -244,7 +244,8 @@ std::byte* HostPrims::waitSend(Connection& to, uint32_t bytes) {
 }
 
 uint32_t HostPrims::payloadOffset(const Link& link, uint32_t index, uint32_t bytes) const {
-  if (!ctx_.spreadSlots || !link.peerReadsInPlace) return 0;
+  // Small payloads first: no division on the path of the smallest calls.
+  if (bytes < kSpreadFromBytes || !ctx_.spreadSlots || !link.peerReadsInPlace) return 0;
   return spreadOffset(index / link.nSlots, bytes, link.slotBytes);
 }
 
