@@ -154,7 +154,9 @@ struct Communicator::Impl {
       case CommConfig::SlotSpread::automatic:
         break;
     }
-    return !streamsSlots(coll, bytes) && tuner->spreadsSlots(coll, bytes, config.nranks);
+    // The tuner's rule already leaves out the calls it streams; only the forced stores remain.
+    return config.slotStores != CommConfig::SlotStores::streaming &&
+           tuner->spreadsSlots(coll, bytes, config.nranks);
   }
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);
