@@ -1,0 +1,268 @@
+// The tuner's choices by where the ranks' CPUs sit: far apart or close, slots streamed or
+// spread, and how fast the kernel copies.
+#include <doctest/doctest.h>
+
+#include "runtime/core/tuner.h"
+
+using namespace gyre;
+
+namespace {
+const size_t kChunk = 512 * 1024;
+const size_t kSlot = 128 * 1024;
+}  // namespace
+
+// Far apart, every line a slot or a post carries crosses twice, while a copy through the
+// kernel holds its pace: the direct read takes the all-reduces, all-gathers and broadcasts from
+// 64 KiB (below, its system calls cost more than the window's posts or a slot's step). Close,
+// the window and the ring stay faster for the all-reduce, and for the others below 256 KiB;
+// unmeasured counts as close.
+TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far apart") {
+  // Slots cached (GYRE_SLOT_STORES=cached): far apart they run at a fifth of their close pace.
+  auto tuner = [](bool ranksHaveCores, double roundTripNs, bool directRead,
+                  const char* forced = "") {
+    Tuner t(Tuner::sharedMemory(ranksHaveCores, roundTripNs, /*streamsWhenFar=*/false), forced,
+            kChunk, kSlot);
+    t.setOneShot(64 << 10);
+    t.setDirectRead(directRead);
+    return t;
+  };
+  const Tuner far = tuner(true, 540, true);
+  for (int n : {2, 4}) {
+    for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(256) << 20}) {
+      CAPTURE(n);
+      CAPTURE(bytes);
+      for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+        CHECK(far.choose(c, bytes, n).algorithm == Algorithm::directRead);
+      }
+      CHECK(far.choose(Collective::reduce, bytes, n).algorithm != Algorithm::directRead);
+      CHECK(far.choose(Collective::reduce_scatter, bytes, n).algorithm != Algorithm::directRead);
+    }
+  }
+  for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+    CHECK(far.choose(c, 4 << 10, 2).algorithm != Algorithm::directRead);
+    CHECK(far.choose(c, 8, 2).algorithm == Algorithm::oneshot);
+    CHECK(far.choose(c, 0, 2).algorithm != Algorithm::directRead);
+  }
+  CHECK(far.choose(Collective::all_gather, 32 << 10, 2).algorithm != Algorithm::directRead);
+  for (double roundTripNs : {0.0, 130.0}) {
+    const Tuner close = tuner(true, roundTripNs, true);
+    CHECK(close.choose(Collective::all_reduce, 1 << 20, 2).algorithm == Algorithm::ring);
+    CHECK(close.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
+    // The all-gather and the broadcast from 256 KiB, where their slots fall behind.
+    for (Collective c : {Collective::all_gather, Collective::broadcast}) {
+      CHECK(close.choose(c, 64 << 10, 2).algorithm != Algorithm::directRead);
+      CHECK(close.choose(c, 1 << 20, 2).algorithm == Algorithm::directRead);
+      CHECK(close.choose(c, size_t(256) << 20, 2).algorithm == Algorithm::directRead);
+    }
+  }
+  // Not where a rank cannot read the others, nor where ranks share cores; forced, it runs
+  // wherever it can.
+  CHECK(tuner(true, 540, false).choose(Collective::all_reduce, 1 << 20, 2).algorithm ==
+        Algorithm::doubling);
+  CHECK(tuner(false, 0, true).choose(Collective::all_reduce, 1 << 20, 4).algorithm !=
+        Algorithm::directRead);
+  const Choice forced = tuner(false, 0, true, "read").choose(Collective::all_reduce, 1 << 20, 4);
+  CHECK((forced.algorithm == Algorithm::directRead && forced.forced));
+  const Choice unavailable =
+      tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
+  CHECK((unavailable.algorithm != Algorithm::directRead && !unavailable.forced));
+  // The all-to-all is the one it takes where ranks share cores, from 256 KiB (pinned or not,
+  // the kernel's copy slow or not), and never where each rank has a core.
+  for (int n : {4, 8}) {
+    CAPTURE(n);
+    Tuner shared = tuner(false, 0, true);
+    for (bool pinned : {false, true}) {
+      if (pinned) shared.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
+      CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
+      for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
+        CAPTURE(bytes);
+        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::directRead);
+        CHECK(shared.choose(Collective::all_gather, bytes, n).algorithm != Algorithm::directRead);
+      }
+    }
+    shared.setKernelCopySlow(true);
+    CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::directRead);
+    CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
+  }
+  for (double roundTripNs : {0.0, 130.0, 540.0}) {
+    for (size_t bytes : {size_t(256) << 10, size_t(16) << 20}) {
+      CHECK(tuner(true, roundTripNs, true).choose(Collective::all_to_all, bytes, 2).algorithm ==
+            Algorithm::pairwise);
+    }
+  }
+  // Forced, it runs every collective it has in either placement, and no other.
+  CHECK(tuner(true, 130, true, "read").choose(Collective::broadcast, 1 << 20, 2).algorithm ==
+        Algorithm::directRead);
+  CHECK(tuner(true, 130, true, "read").choose(Collective::all_gather, 4 << 10, 2).algorithm ==
+        Algorithm::directRead);
+  CHECK(tuner(true, 130, true, "read").choose(Collective::reduce, 1 << 20, 2).algorithm !=
+        Algorithm::directRead);
+}
+
+// Far apart with the slots streamed (GYRE_SLOT_STORES=auto), the reader takes a slot's lines
+// from memory at about the close pace: n = 2, the ring all-reduce took 62-77 us at 1 MiB where
+// the doubling took 87-91 and the direct read 111-115, and the window's post of 64 KiB 5.4 us
+// against the ring's 6.9-7.2.
+TEST_CASE("the tuner: far apart with streamed slots, the ring and the window again") {
+  Tuner far(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  far.setOneShot(64 << 10);
+  far.setDirectRead(true);
+  CHECK(far.link().farApart);
+  CHECK(far.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
+  CHECK(far.choose(Collective::all_reduce, 64 << 10, 2).algorithm == Algorithm::oneshot);
+  for (size_t bytes : {size_t(1) << 20, size_t(16) << 20, size_t(256) << 20}) {
+    CAPTURE(bytes);
+    CHECK(far.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    CHECK(far.choose(Collective::reduce_scatter, bytes, 2).algorithm == Algorithm::ring);
+  }
+  // Close, the stores do not change the price.
+  const Tuner close(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
+  const Tuner closeCached(Tuner::sharedMemory(true, 120, false), "", kChunk, kSlot);
+  CHECK(close.link().betaBytesUs == closeCached.link().betaBytesUs);
+  CHECK(close.link().wholeBufferStep == closeCached.link().wholeBufferStep);
+  // Ranks sharing cores are never priced as far apart, streamed or not; far apart their slots
+  // are streamed all the same unless the stores are told to stay cached.
+  const LinkCost sharedFar = Tuner::sharedMemoryAt(false, true);
+  const LinkCost sharedClose = Tuner::sharedMemoryAt(false, false);
+  CHECK_FALSE(sharedFar.farApart);
+  CHECK(sharedFar.placedFar);
+  CHECK(sharedFar.slotsStreamed);
+  CHECK(sharedFar.betaBytesUs == sharedClose.betaBytesUs);
+  CHECK(sharedFar.wholeBufferStep == sharedClose.wholeBufferStep);
+  CHECK(sharedFar.alphaUs == sharedClose.alphaUs);
+  CHECK_FALSE(sharedClose.placedFar);
+  CHECK_FALSE(sharedClose.slotsStreamed);
+  CHECK_FALSE(Tuner::sharedMemoryAt(false, true, /*streamsWhenFar=*/false).slotsStreamed);
+  // Where ranks have cores, placed and priced far apart alike.
+  CHECK(Tuner::sharedMemoryAt(true, true).placedFar);
+}
+
+// Far apart every call's slots are streamed; close by only a two-rank broadcast's below 128
+// KiB, where ranks have cores, the stores follow the placement and the CPUs do not share a
+// core's caches (docs/tuning.md).
+TEST_CASE("the tuner: which calls stream their slots") {
+  const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  CHECK(close.streamsSlots(Collective::broadcast, 32 << 10, 2));
+  CHECK(close.streamsSlots(Collective::broadcast, (128 << 10) - 1, 2));
+  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 128 << 10, 2));
+  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 32 << 10, 3));
+  for (Collective other : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
+                           Collective::reduce_scatter}) {
+    CHECK_FALSE(close.streamsSlots(other, 32 << 10, 2));
+  }
+  const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(64) << 20}) {
+    CHECK(far.streamsSlots(Collective::all_reduce, bytes, 4));
+    CHECK(far.streamsSlots(Collective::broadcast, bytes, 2));
+  }
+  // GYRE_SLOT_STORES=cached, ranks sharing cores, and tcp: no exception for broadcasts.
+  const Tuner cached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
+  for (const Tuner* t : {&cached, &shared, &tcp}) {
+    CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
+  }
+  // Priced so: the streamed ring takes a close two-rank broadcast of 16 KiB from the window's
+  // one-shot, which keeps 4 KiB; with the slots cached the one-shot keeps 16 KiB too.
+  Tuner window(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  Tuner windowCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  window.setOneShot(64 << 10);
+  windowCached.setOneShot(64 << 10);
+  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::ring);
+  CHECK(window.choose(Collective::broadcast, 4 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(windowCached.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) <
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2) ==
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2));
+  // CPUs that share a core's caches (a round trip under 80 ns) keep cached slots and prices.
+  CHECK(Tuner::sharesCache(50));
+  CHECK_FALSE(Tuner::sharesCache(100));
+  CHECK_FALSE(Tuner::sharesCache(0));  // unmeasured
+  window.setCacheShared(true);
+  CHECK_FALSE(window.streamsSlots(Collective::broadcast, 32 << 10, 2));
+  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) ==
+        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
+  Tuner farShared(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  farShared.setCacheShared(true);
+  CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10, 2));
+}
+
+// The window's reduce-scatter where each rank has a core close by: its post counts once (n = 2
+// measured: the one-shot ahead at 8 KiB, level at 16, behind from 32). Far apart and where ranks
+// share cores the post still costs the whole buffer and a block more.
+TEST_CASE("the tuner: the window's reduce-scatter with a core each, close by") {
+  Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  close.setOneShot(64 << 10);
+  CHECK(close.choose(Collective::reduce_scatter, 8 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(close.choose(Collective::reduce_scatter, 16 << 10, 2).algorithm == Algorithm::ring);
+  CHECK(close.choose(Collective::reduce_scatter, 64 << 10, 2).algorithm == Algorithm::ring);
+  Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  for (Tuner* t : {&far, &shared}) {
+    t->setOneShot(64 << 10);
+    const double b = 8 << 10;
+    CHECK(t->predictUs(Algorithm::oneshot, Collective::reduce_scatter, 8 << 10, 2) ==
+          doctest::Approx(0.3 * t->link().alphaUs + 1.5 * b / t->link().betaBytesUs));
+  }
+  const double b = 8 << 10;
+  CHECK(close.predictUs(Algorithm::oneshot, Collective::reduce_scatter, 8 << 10, 2) ==
+        doctest::Approx(0.3 * close.link().alphaUs + b / close.link().betaBytesUs));
+}
+
+// Spreading (OpContext::spreadSlots): only where every rank has a core and the probed CPUs sit
+// close without sharing a core's caches, and never for a call whose slots are streamed.
+TEST_CASE("the tuner: which calls spread their payloads") {
+  const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  for (Collective coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
+                          Collective::reduce_scatter, Collective::all_to_all}) {
+    for (int n : {2, 4}) CHECK(close.spreadsSlots(coll, 64 << 10, n));
+  }
+  // The close two-rank broadcast below 128 KiB streams its slots instead.
+  CHECK_FALSE(close.spreadsSlots(Collective::broadcast, 64 << 10, 2));
+  CHECK(close.spreadsSlots(Collective::broadcast, 128 << 10, 2));
+  CHECK(close.spreadsSlots(Collective::broadcast, 64 << 10, 4));
+  const Tuner closeCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
+  CHECK(closeCached.spreadsSlots(Collective::broadcast, 64 << 10, 2));
+  // Far apart (streamed, or cached where unmeasured), ranks sharing cores, one core's caches.
+  const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  const Tuner farCached(Tuner::sharedMemoryAt(true, true, false), "", kChunk, kSlot);
+  const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  Tuner oneCore(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  oneCore.setCacheShared(true);
+  for (const Tuner* t : {&far, &farCached, &shared, static_cast<const Tuner*>(&oneCore)}) {
+    CHECK_FALSE(t->spreadsSlots(Collective::all_reduce, 64 << 10, 2));
+    CHECK_FALSE(t->spreadsSlots(Collective::all_gather, 64 << 10, 4));
+  }
+}
+
+// Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
+// reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
+// candidates, in either placement, but still run where forced.
+TEST_CASE("the tuner: no direct reads where the kernel's copy is slow") {
+  for (double roundTripNs : {120.0, 450.0}) {
+    for (bool streamed : {true, false}) {
+      CAPTURE(roundTripNs);
+      CAPTURE(streamed);
+      Tuner t(Tuner::sharedMemory(true, roundTripNs, streamed), "", kChunk, kSlot);
+      t.setOneShot(64 << 10);
+      t.setDirectRead(true);
+      t.setKernelCopySlow(true);
+      for (Collective c : {Collective::all_reduce, Collective::all_gather, Collective::broadcast}) {
+        for (size_t bytes : {size_t(64) << 10, size_t(1) << 20, size_t(256) << 20}) {
+          CAPTURE(bytes);
+          CHECK(t.choose(c, bytes, 2).algorithm != Algorithm::directRead);
+        }
+      }
+    }
+  }
+  Tuner forced(Tuner::sharedMemory(true, 120), "read", kChunk, kSlot);
+  forced.setDirectRead(true);
+  forced.setKernelCopySlow(true);
+  CHECK(forced.choose(Collective::all_gather, 1 << 20, 2).algorithm == Algorithm::directRead);
+  // Without the flag the close all-gather of 1 MiB goes to the read (the 2026-11-25 fit).
+  Tuner fitted(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
+  fitted.setDirectRead(true);
+  CHECK(fitted.choose(Collective::all_gather, 1 << 20, 2).algorithm == Algorithm::directRead);
+}
