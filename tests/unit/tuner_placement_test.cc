@@ -3,13 +3,10 @@
 #include <doctest/doctest.h>
 
 #include "runtime/core/tuner.h"
+#include "tests/unit/tuner_geometry.h"
 
 using namespace gyre;
-
-namespace {
-const size_t kChunk = 512 * 1024;
-const size_t kSlot = 128 * 1024;
-}  // namespace
+using namespace gyre::test;
 
 // Far apart, every line a slot or a post carries crosses twice, while a copy through the
 // kernel holds its pace: the direct read takes the all-reduces, all-gathers and broadcasts from

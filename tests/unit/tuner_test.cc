@@ -4,13 +4,10 @@
 #include "base/status.h"
 #include "link/mailbox.h"
 #include "runtime/core/tuner.h"
+#include "tests/unit/tuner_geometry.h"
 
 using namespace gyre;
-
-namespace {
-const size_t kChunk = 512 * 1024;
-const size_t kSlot = 128 * 1024;
-}  // namespace
+using namespace gyre::test;
 
 TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for large ones") {
   const Tuner t(Tuner::tcpLoopback(), "", kChunk, kSlot);
