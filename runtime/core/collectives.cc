@@ -114,13 +114,14 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
     }
   }
   OpContext placed = ctx;
-  placed.spreadSlots = spreadsSlots(ctx.desc.coll, bytes);
+  const Tuner::SlotWrites writes = slotWrites(ctx.desc.coll, bytes);
+  placed.spreadSlots = writes.spread;
   if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
     return runOneShot(placed, send, recv, algorithm == Algorithm::directRead);
   }
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
-  placed.streamSlots = streamsSlots(ctx.desc.coll, bytes);
+  placed.streamSlots = writes.streamed;
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(

@@ -139,24 +139,16 @@ struct Communicator::Impl {
   bool streamsSlots() const {
     return tuner->link().slotsStreamed || config.slotStores == CommConfig::SlotStores::streaming;
   }
-  // Those of one call through the slots (Tuner::streamsSlots).
-  bool streamsSlots(Collective coll, size_t bytes) const {
-    return tuner->streamsSlots(coll, bytes, config.nranks) ||
-           config.slotStores == CommConfig::SlotStores::streaming;
-  }
-  // Whether one call spreads its payloads (Tuner::spreadsSlots, or GYRE_SLOT_SPREAD=on|off).
-  bool spreadsSlots(Collective coll, size_t bytes) const {
-    switch (config.slotSpread) {
-      case CommConfig::SlotSpread::on:
-        return true;
-      case CommConfig::SlotSpread::off:
-        return false;
-      case CommConfig::SlotSpread::automatic:
-        break;
+  // How one call writes the shared-memory slots, decided once per call: the tuner's rule
+  // (Tuner::slotWrites), overridden by GYRE_SLOT_STORES=streaming (streamed, never spread) and
+  // GYRE_SLOT_SPREAD=on|off.
+  Tuner::SlotWrites slotWrites(Collective coll, size_t bytes) const {
+    Tuner::SlotWrites w = tuner->slotWrites(coll, bytes, config.nranks);
+    if (config.slotStores == CommConfig::SlotStores::streaming) w = {true, false};
+    if (config.slotSpread != CommConfig::SlotSpread::automatic) {
+      w.spread = config.slotSpread == CommConfig::SlotSpread::on;
     }
-    // The tuner's rule already leaves out the calls it streams; only the forced stores remain.
-    return config.slotStores != CommConfig::SlotStores::streaming &&
-           tuner->spreadsSlots(coll, bytes, config.nranks);
+    return w;
   }
   // Claims this rank of the job for this process, or fails naming the process that holds it.
   void claimRank(Store& store);

@@ -269,14 +269,12 @@ void Tuner::setLink(LinkCost link) {
   link_ = link;
 }
 
-bool Tuner::streamsSlots(Collective coll, size_t bytes, int nranks) const {
-  return link_.slotsStreamed || (!cacheShared_ && coll == Collective::broadcast && nranks == 2 &&
-                                 bytes < link_.broadcastsStreamedBelow);
-}
-
-bool Tuner::spreadsSlots(Collective coll, size_t bytes, int nranks) const {
-  return !link_.coresShared && !link_.placedFar && !cacheShared_ &&
-         !streamsSlots(coll, bytes, nranks);
+Tuner::SlotWrites Tuner::slotWrites(Collective coll, size_t bytes, int nranks) const {
+  SlotWrites w;
+  w.streamed = link_.slotsStreamed || (!cacheShared_ && coll == Collective::broadcast &&
+                                       nranks == 2 && bytes < link_.broadcastsStreamedBelow);
+  w.spread = !w.streamed && !link_.coresShared && !link_.placedFar && !cacheShared_;
+  return w;
 }
 
 // Steps are dependent message hops on the critical path; `factor` is the bytes a rank's

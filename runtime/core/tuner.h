@@ -137,12 +137,22 @@ class Tuner {
   int channels(size_t bytes) const;
   int maxChannels() const { return link_.maxChannels; }
   const LinkCost& link() const { return link_; }
-  // Whether this call's shared-memory slots get streaming stores (OpContext::streamSlots).
-  bool streamsSlots(Collective coll, size_t bytes, int nranks) const;
-  // Whether this call spreads its payloads in shared memory (OpContext::spreadSlots): where
-  // every rank has a core and the probed CPUs sit close but do not share a core's caches, and
-  // the slots are not streamed. Not priced: the slots and the window gain alike (docs/tuning.md).
-  bool spreadsSlots(Collective coll, size_t bytes, int nranks) const;
+  // How one call writes its shared-memory slots: `streamed` with streaming stores
+  // (OpContext::streamSlots); `spread`, its payloads spread (OpContext::spreadSlots) where every
+  // rank has a core and the probed CPUs sit close but do not share a core's caches, and the
+  // slots are not streamed. Spreading is not priced: the slots and the window gain alike
+  // (docs/tuning.md).
+  struct SlotWrites {
+    bool streamed = false;
+    bool spread = false;
+  };
+  SlotWrites slotWrites(Collective coll, size_t bytes, int nranks) const;
+  bool streamsSlots(Collective coll, size_t bytes, int nranks) const {
+    return slotWrites(coll, bytes, nranks).streamed;
+  }
+  bool spreadsSlots(Collective coll, size_t bytes, int nranks) const {
+    return slotWrites(coll, bytes, nranks).spread;
+  }
   bool forced() const { return forced_; }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;
