@@ -16,6 +16,11 @@ namespace {
 // that was there at the first look, so the peer runs ahead): the transfers of a few calls
 // overlap instead of each stalling its own call.
 constexpr int kPrefetchCalls = 4;
+// Where blocks are streamed (far apart), so is a small payload from this size: n = 2, far, a
+// broadcast of 2 KiB took 0.51 µs streamed against 1.09 cached, an all-gather of 2 KiB a rank
+// 0.97 against 1.54; at 1 KiB streaming lost (a broadcast 0.47 against 0.31), at 1.25 KiB the
+// two were level (docs/perf/small_calls.md).
+constexpr uint32_t kStreamSmallFrom = 1536;
 // A rank that goes on from its calls checks the posts it did not wait for at least this often,
 // where they are there, not only when it reuses the post 64 calls on: its done word then
 // follows the others closely and lets them reuse their posts without waiting on it.
@@ -57,6 +62,13 @@ OneShot::OneShot(MailboxWindow window, int rank)
   self_ = boxes_[size_t(rank)];
 }
 
+// What a scatter's root of `bytes` (its whole input) posts: where it is the first or the last
+// rank, only the others' blocks, which lie together in its input (at n = 2 half the lines its
+// receiver reads); elsewhere all of it.
+static uint32_t scatterPostBytes(uint32_t bytes, int root, int n) {
+  return n > 1 && (root == 0 || root == n - 1) ? bytes - bytes / uint32_t(n) : bytes;
+}
+
 bool OneShot::implements(Collective coll) {
   return coll == Collective::all_reduce || coll == Collective::broadcast ||
          coll == Collective::reduce || coll == Collective::all_gather ||
@@ -83,7 +95,9 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // wait for this rank to have finished those.
   // Every kCheckEvery calls it also checks the later ones every rank they need has started.
   if (!unchecked_.empty()) {
-    checkUnchecked(ctx, reuses(payloadKind(bytes)), /*probe=*/calls_ % kCheckEvery == 0);
+    const bool scatters = d.coll == Collective::scatter && rank_ == d.root;
+    checkUnchecked(ctx, reuses(payloadKind(scatters ? scatterPostBytes(bytes, d.root, n) : bytes)),
+                   /*probe=*/calls_ % kCheckEvery == 0);
   }
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
@@ -162,11 +176,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       }
       break;
     case Collective::scatter: {
-      // As a broadcast: the root posts the whole buffer and goes on, the others post their
+      // As a broadcast: the root posts the others' blocks and goes on, the others post their
       // arrival and copy their block of the root's post.
       const size_t block = bytes / size_t(n);
+      const uint32_t posted = scatterPostBytes(bytes, d.root, n);
+      const size_t skipped = posted != bytes && d.root == 0 ? 1 : 0;  // blocks left out before
       if (rank_ == d.root) {
-        post(ctx, send, bytes);
+        post(ctx, static_cast<const std::byte*>(send) + skipped * block, posted);
         if (n > 1) {
           defer(ctx, {d, post_, -1, 0});
           checked = false;
@@ -175,7 +191,8 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
         cpu::copy(out, nullptr, static_cast<const std::byte*>(send) + size_t(rank_) * block, block);
       } else {
         post(ctx, nullptr, 0);
-        cpu::copy(out, nullptr, awaitPost(ctx, d.root, bytes) + size_t(rank_) * block, block);
+        const std::byte* from = awaitPost(ctx, d.root, posted);
+        cpu::copy(out, nullptr, from + (size_t(rank_) - skipped) * block, block);
       }
       break;
     }
@@ -349,10 +366,12 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
   p.meta.offset = where == Payload::block && ctx.spreadSlots
                       ? spreadOffset(calls_ / kMailData, bytes, self_.blockSpan)
                       : 0;
-  // A payload that fills a data block is streamed where the slots are (streamBlocks): far
-  // apart its readers on the other CPU take it from memory (n = 4 on 2 cores, a gather of
-  // 256 KiB: 20 µs streamed against 59 cached).
-  if (where == Payload::block && streamBlocks_) {
+  // A payload that fills a data block, or a small one from kStreamSmallFrom, is streamed where
+  // the slots are (streamBlocks): far apart its readers on the other CPU take it from memory
+  // (n = 4 on 2 cores, a gather of 256 KiB: 20 µs streamed against 59 cached).
+  const bool streamed = streamBlocks_ && (where == Payload::block ||
+                                          (where == Payload::small && bytes >= kStreamSmallFrom));
+  if (streamed) {
     cpu::copy(payloadIn(self_, post_, where), nullptr, payload, bytes, {/*dst=*/true, false});
   } else if (bytes > 0) {
     copyBytes(payloadIn(self_, post_, where), payload, bytes);

@@ -59,8 +59,9 @@ class OneShot {
   // (every rank may read and write every other's memory).
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);
   void enableDirectRead() { directRead_ = true; }
-  // Whether payloads that fill a data block are written with streaming stores, as the slots
-  // are where the placement probe finds the CPUs far apart (OpContext::streamSlots).
+  // Whether payloads that fill a data block (and small ones from 1.5 KiB) are written with
+  // streaming stores, as the slots are where the placement probe finds the CPUs far apart
+  // (OpContext::streamSlots).
   void streamBlocks(bool on) { streamBlocks_ = on; }
   // Wakes a rank asleep on this one's words without a fence in every post and every done
   // (base/wait.h: WakeOrder::sleeperBarrier): only once every rank of the window registered

@@ -211,6 +211,19 @@ void everyCollectiveExact(const CommConfig& config, int n, const std::string& na
           ok = true;
           for (size_t k = 0; k < count && r == root; ++k) ok &= out[k] == sum(k);
           note(ok, "reduce", count);
+          // The root's input of n blocks: a scatter's root posts the others' blocks alone where
+          // it is the first or the last rank.
+          std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
+          c.scatter(in.data(), out.data(), count, DataType::u32, root);
+          ok = out[count] == 0xA5A5A5A5u;
+          for (size_t k = 0; k < count; ++k) ok &= out[k] == value(root, size_t(r) * count + k);
+          note(ok, "scatter", count);
+          std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
+          c.gather(in.data(), out.data(), count, DataType::u32, root);
+          ok = out[count * size_t(n)] == 0xA5A5A5A5u || r != root;
+          for (int p = 0; p < n && r == root; ++p)
+            for (size_t k = 0; k < count; ++k) ok &= out[size_t(p) * count + k] == value(p, k);
+          note(ok, "gather", count);
         }
       }
     }
@@ -224,7 +237,8 @@ void everyCollectiveExact(const CommConfig& config, int n, const std::string& na
 // apart): every collective through slots stays exact. Small slots and no single copy, so every
 // byte crosses a slot, many slots per call, with the kernels' second destinations and the
 // further copies of a tree's inner ranks all written that way. Forced through the host window,
-// the payloads of 1000 and 5003 elements fill its data blocks, streamed too.
+// the payloads of 1000 and 5003 elements fill its data blocks, streamed too, and those of 400
+// (1600 B) and a scatter's root's 224 a rank left out (1792 B) are small ones streamed.
 TEST_CASE("streamed slots: every collective through them exact") {
   for (const char* algorithm : {"ring", "tree", "oneshot"}) {
     CAPTURE(std::string(algorithm));
@@ -236,7 +250,8 @@ TEST_CASE("streamed slots: every collective through them exact") {
     const bool window = std::string(algorithm) == "oneshot";
     config.oneShotBytes = window ? 64 << 10 : 0;  // else no window: slots alone
     config.algorithm = algorithm;
-    everyCollectiveExact(config, 3, std::string("streamed-slots-") + algorithm, {1, 1000, 5003}, 1);
+    everyCollectiveExact(config, 3, std::string("streamed-slots-") + algorithm,
+                         {1, 224, 400, 1000, 5003}, 1);
   }
 }
 
