@@ -62,11 +62,17 @@ OneShot::OneShot(MailboxWindow window, int rank)
   self_ = boxes_[size_t(rank)];
 }
 
-// What a scatter's root of `bytes` (its whole input) posts: where it is the first or the last
-// rank, only the others' blocks, which lie together in its input (at n = 2 half the lines its
-// receiver reads); elsewhere all of it.
-static uint32_t scatterPostBytes(uint32_t bytes, int root, int n) {
-  return n > 1 && (root == 0 || root == n - 1) ? bytes - bytes / uint32_t(n) : bytes;
+// What a rank posts of a whole input of `bytes` (a scatter's root, every rank of an all-to-all)
+// where no one reads its own block: where it is the first or the last rank, only the others'
+// blocks, which lie together in its input (at n = 2 half the lines its readers take); elsewhere
+// all of it. `skipped`: the blocks left out before the post's first.
+struct OthersBlocks {
+  uint32_t bytes;
+  size_t skipped;
+};
+static OthersBlocks othersBlocks(uint32_t bytes, int poster, int n) {
+  if (n == 1 || (poster != 0 && poster != n - 1)) return {bytes, 0};
+  return {bytes - bytes / uint32_t(n), poster == 0 ? size_t(1) : 0};
 }
 
 bool OneShot::implements(Collective coll) {
@@ -95,8 +101,9 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // wait for this rank to have finished those.
   // Every kCheckEvery calls it also checks the later ones every rank they need has started.
   if (!unchecked_.empty()) {
-    const bool scatters = d.coll == Collective::scatter && rank_ == d.root;
-    checkUnchecked(ctx, reuses(payloadKind(scatters ? scatterPostBytes(bytes, d.root, n) : bytes)),
+    const bool trims =
+        (d.coll == Collective::scatter && rank_ == d.root) || d.coll == Collective::all_to_all;
+    checkUnchecked(ctx, reuses(payloadKind(trims ? othersBlocks(bytes, rank_, n).bytes : bytes)),
                    /*probe=*/calls_ % kCheckEvery == 0);
   }
   bool checked = true;  // whether this rank read every post that shows a disagreement
@@ -179,10 +186,9 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       // As a broadcast: the root posts the others' blocks and goes on, the others post their
       // arrival and copy their block of the root's post.
       const size_t block = bytes / size_t(n);
-      const uint32_t posted = scatterPostBytes(bytes, d.root, n);
-      const size_t skipped = posted != bytes && d.root == 0 ? 1 : 0;  // blocks left out before
+      const OthersBlocks posted = othersBlocks(bytes, d.root, n);
       if (rank_ == d.root) {
-        post(ctx, static_cast<const std::byte*>(send) + skipped * block, posted);
+        post(ctx, static_cast<const std::byte*>(send) + posted.skipped * block, posted.bytes);
         if (n > 1) {
           defer(ctx, {d, post_, -1, 0});
           checked = false;
@@ -191,16 +197,25 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
         cpu::copy(out, nullptr, static_cast<const std::byte*>(send) + size_t(rank_) * block, block);
       } else {
         post(ctx, nullptr, 0);
-        const std::byte* from = awaitPost(ctx, d.root, posted);
-        cpu::copy(out, nullptr, from + (size_t(rank_) - skipped) * block, block);
+        const std::byte* from = awaitPost(ctx, d.root, posted.bytes);
+        cpu::copy(out, nullptr, from + (size_t(rank_) - posted.skipped) * block, block);
       }
       break;
     }
     case Collective::all_to_all: {
-      // Every rank posts its whole input and copies its block of every post.
+      // Every rank posts the others' blocks of its input and copies its block of every post
+      // (of its own input for its own: a no-op in place).
       const size_t block = bytes / size_t(n);
-      post(ctx, send, bytes);
-      copyEachPost(size_t(rank_) * block, block);
+      const auto* in = static_cast<const std::byte*>(send);
+      const OthersBlocks mine = othersBlocks(bytes, rank_, n);
+      post(ctx, in + mine.skipped * block, mine.bytes);
+      for (int r = 0; r < n; ++r) {
+        const OthersBlocks theirs = othersBlocks(bytes, r, n);
+        const std::byte* from =
+            r == rank_ ? in + size_t(rank_) * block
+                       : awaitPost(ctx, r, theirs.bytes) + (size_t(rank_) - theirs.skipped) * block;
+        cpu::copy(out + size_t(r) * block, nullptr, from, block);
+      }
       break;
     }
     default:

@@ -192,6 +192,14 @@ void everyCollectiveExact(const CommConfig& config, int n, const std::string& na
         for (int p = 0; p < n; ++p)
           for (size_t k = 0; k < count; ++k) ok &= out[size_t(p) * count + k] == value(p, k);
         note(ok, "all_gather", count);
+        // Every rank's input of n blocks: the first and the last rank post the others' alone.
+        std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
+        c.allToAll(in.data(), out.data(), count, DataType::u32);
+        ok = out[count * size_t(n)] == 0xA5A5A5A5u;
+        for (int p = 0; p < n; ++p)
+          for (size_t k = 0; k < count; ++k)
+            ok &= out[size_t(p) * count + k] == value(p, size_t(r) * count + k);
+        note(ok, "all_to_all", count);
         // Point to point round the ring: each send fits the link, so it returns before the recv.
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         std::fill(out.begin(), out.end(), 0xA5A5A5A5u);
