@@ -349,10 +349,15 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         moved = link_.coresShared ? b : (nn - 1) / nn * b;
         break;
       case Collective::scatter:
-        moved = b + b / nn;  // the root's whole buffer posted, a block of it read
+        // The root's whole buffer posted, a block of it read; at n = 2 the root is the first or
+        // the last rank and posts only the other block (the tuner is not told the root).
+        moved = n == 2 ? b : b + b / nn;
         break;
       case Collective::all_to_all:
-        moved = b + (nn - 1) / nn * b;  // the whole input posted, a block of each other post read
+        // The whole input posted, a block of each other post read; at n = 2 both ranks post
+        // only the other's block: at 8-64 KiB the window then took 0.8-0.93 of the pairwise
+        // exchange's time, close by (docs/tuning.md).
+        moved = n == 2 ? b : b + (nn - 1) / nn * b;
         break;
       default:
         return -1;

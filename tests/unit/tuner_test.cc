@@ -326,6 +326,17 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
     CHECK(t.predictUs(Algorithm::oneshot, c, 64 << 10, 4) > 0);
     CHECK(t.predictUs(Algorithm::oneshot, c, (64 << 10) + 16, 4) < 0);
   }
+  // At n = 2 both ranks of an all-to-all, and a scatter's root, post only the other block: priced
+  // as the buffer once, the window keeps 8 KiB, where it was measured faster than the links.
+  for (Collective c : {Collective::scatter, Collective::all_to_all}) {
+    CAPTURE(int(c));
+    CHECK(t.choose(c, 8 << 10, 2).algorithm == Algorithm::oneshot);
+    // As many bytes as the all-gather of two 8 KiB blocks, whose ranks read one block each.
+    CHECK(t.predictUs(Algorithm::oneshot, c, 8 << 10, 2) ==
+          doctest::Approx(t.predictUs(Algorithm::oneshot, Collective::all_gather, 16 << 10, 2)));
+    CHECK(t.predictUs(Algorithm::oneshot, c, 8 << 10, 3) >
+          t.predictUs(Algorithm::oneshot, c, 8 << 10, 2));
+  }
   // Without a window, gathers and scatters go straight to or from the root (the flat tree),
   // not down the chain.
   for (bool haveCores : {true, false}) {
