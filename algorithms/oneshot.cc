@@ -75,6 +75,13 @@ static OthersBlocks othersBlocks(uint32_t bytes, int poster, int n) {
   return {bytes - bytes / uint32_t(n), poster == 0 ? size_t(1) : 0};
 }
 
+// A reduce-scatter's post leaves its poster's own block out only where the poster reduces its
+// part from its own input even in place (ranks 0 and 1, OneShot::run) and is the first or the
+// last rank: rank 0, and rank 1 at n = 2.
+static OthersBlocks reduceScatterPost(uint32_t bytes, int poster, int n) {
+  return poster <= 1 ? othersBlocks(bytes, poster, n) : OthersBlocks{bytes, 0};
+}
+
 bool OneShot::implements(Collective coll) {
   return coll == Collective::all_reduce || coll == Collective::broadcast ||
          coll == Collective::reduce || coll == Collective::all_gather ||
@@ -101,16 +108,26 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // wait for this rank to have finished those.
   // Every kCheckEvery calls it also checks the later ones every rank they need has started.
   if (!unchecked_.empty()) {
-    const bool trims =
-        (d.coll == Collective::scatter && rank_ == d.root) || d.coll == Collective::all_to_all;
-    checkUnchecked(ctx, reuses(payloadKind(trims ? othersBlocks(bytes, rank_, n).bytes : bytes)),
-                   /*probe=*/calls_ % kCheckEvery == 0);
+    uint32_t mine = bytes;
+    if ((d.coll == Collective::scatter && rank_ == d.root) || d.coll == Collective::all_to_all) {
+      mine = othersBlocks(bytes, rank_, n).bytes;
+    } else if (d.coll == Collective::reduce_scatter) {
+      mine = reduceScatterPost(bytes, rank_, n).bytes;
+    }
+    checkUnchecked(ctx, reuses(payloadKind(mine)), /*probe=*/calls_ % kCheckEvery == 0);
   }
   bool checked = true;  // whether this rank read every post that shows a disagreement
-  // Reduces `count` elements at offset `at` of every rank's post, in rank order, into out.
+  // Reduces `count` elements at offset `at` of every rank's input, in rank order, into out,
+  // from the posts (a reduce-scatter's without some posters' own blocks: reduceScatterPost).
   auto reduceAll = [&](size_t at, size_t count) {
     auto& posts = posts_;
-    for (int r = 0; r < n; ++r) posts[size_t(r)] = awaitPost(ctx, r, bytes) + at;
+    for (int r = 0; r < n; ++r) {
+      const OthersBlocks p = d.coll == Collective::reduce_scatter ? reduceScatterPost(bytes, r, n)
+                                                                  : OthersBlocks{bytes, 0};
+      // A rank whose post lacks its own block (rank 0 or 1) reads its part from its input.
+      if (r == rank_ && p.bytes != bytes) continue;
+      posts[size_t(r)] = awaitPost(ctx, r, p.bytes) + at - p.skipped * count * es;
+    }
     // This rank's part from its own input, the same bytes as its post: the post's line is
     // the one the others are reading, where a read can wait on their requests. In place the
     // input is the output, which the first step overwrites: safe for ranks 0 and 1 only,
@@ -149,10 +166,12 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
         checked = false;
       }
       break;
-    case Collective::reduce_scatter:
-      post(ctx, send, bytes);
+    case Collective::reduce_scatter: {
+      const OthersBlocks mine = reduceScatterPost(bytes, rank_, n);
+      post(ctx, static_cast<const std::byte*>(send) + mine.skipped * d.count * es, mine.bytes);
       reduceAll(size_t(rank_) * d.count * es, d.count);
       break;
+    }
     case Collective::broadcast:
       // The root posts and goes on; the others post their arrival (no payload), which the
       // root checks at one of its next calls: ranks that disagree on the root fail there.

@@ -331,8 +331,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         // core close by, the post stays in the poster's cache while the others read their
         // blocks, as for the all-reduce: at n = 2 the one-shot took 8 KiB in 0.72-0.89 us
         // against the ring's 0.89-1.25, matched it at 16 KiB and lost from 32 KiB
-        // (docs/tuning.md), so the post counts once; far apart it still costs both.
-        moved = link_.coresShared || link_.farApart ? b + b / nn : b;
+        // (docs/tuning.md), so the post counts once; far apart it still costs both. At n = 2
+        // each rank posts only the other's block: half the post.
+        {
+          const double posted = n == 2 ? b / 2 : b;
+          moved = link_.coresShared || link_.farApart ? posted + b / nn : posted;
+        }
         break;
       case Collective::broadcast:
         // The root's post and the readers' copies overlap only across calls: at n = 2 the

@@ -186,26 +186,31 @@ TEST_CASE("the tuner: which calls stream their slots") {
   CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10, 2));
 }
 
-// The window's reduce-scatter where each rank has a core close by: its post counts once (n = 2
-// measured: the one-shot ahead at 8 KiB, level at 16, behind from 32). Far apart and where ranks
-// share cores the post still costs the whole buffer and a block more.
+// The window's reduce-scatter where each rank has a core close by: its post counts once, and at
+// n = 2 each rank posts only the other's block (measured close by: the one-shot 0.78 us at 8 KiB
+// against the ring's 1.02, 1.04 against 1.33 at 16, 1.75 against 1.98 at 32 and 3.33 against
+// 3.50 at 64 KiB, past which the post does not fit the window). Far apart and where ranks share
+// cores the post still costs its bytes and a block more.
 TEST_CASE("the tuner: the window's reduce-scatter with a core each, close by") {
   Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   close.setOneShot(64 << 10);
   CHECK(close.choose(Collective::reduce_scatter, 8 << 10, 2).algorithm == Algorithm::oneshot);
-  CHECK(close.choose(Collective::reduce_scatter, 16 << 10, 2).algorithm == Algorithm::ring);
-  CHECK(close.choose(Collective::reduce_scatter, 64 << 10, 2).algorithm == Algorithm::ring);
+  CHECK(close.choose(Collective::reduce_scatter, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(close.choose(Collective::reduce_scatter, 128 << 10, 2).algorithm == Algorithm::ring);
   Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
   Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  const double b = 8 << 10;
   for (Tuner* t : {&far, &shared}) {
     t->setOneShot(64 << 10);
-    const double b = 8 << 10;
     CHECK(t->predictUs(Algorithm::oneshot, Collective::reduce_scatter, 8 << 10, 2) ==
-          doctest::Approx(0.3 * t->link().alphaUs + 1.5 * b / t->link().betaBytesUs));
+          doctest::Approx(0.3 * t->link().alphaUs + b / t->link().betaBytesUs));
+    CHECK(t->predictUs(Algorithm::oneshot, Collective::reduce_scatter, 3 * (8 << 10), 3) ==
+          doctest::Approx(0.3 * t->link().alphaUs + 4 * b / t->link().betaBytesUs));
   }
-  const double b = 8 << 10;
   CHECK(close.predictUs(Algorithm::oneshot, Collective::reduce_scatter, 8 << 10, 2) ==
-        doctest::Approx(0.3 * close.link().alphaUs + b / close.link().betaBytesUs));
+        doctest::Approx(0.3 * close.link().alphaUs + 0.5 * b / close.link().betaBytesUs));
+  CHECK(close.predictUs(Algorithm::oneshot, Collective::reduce_scatter, 3 * (8 << 10), 3) ==
+        doctest::Approx(0.3 * close.link().alphaUs + 3 * b / close.link().betaBytesUs));
 }
 
 // Spreading (OpContext::spreadSlots): only where every rank has a core and the probed CPUs sit
