@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "algorithms/oneshot_layout.h"
 #include "base/copy_bytes.h"
 #include "base/prefetch.h"
 #include "kernels/cpu/reduce.h"
@@ -62,26 +63,6 @@ OneShot::OneShot(MailboxWindow window, int rank)
   self_ = boxes_[size_t(rank)];
 }
 
-// What a rank posts of a whole input of `bytes` (a scatter's root, every rank of an all-to-all)
-// where no one reads its own block: where it is the first or the last rank, only the others'
-// blocks, which lie together in its input (at n = 2 half the lines its readers take); elsewhere
-// all of it. `skipped`: the blocks left out before the post's first.
-struct OthersBlocks {
-  uint32_t bytes;
-  size_t skipped;
-};
-static OthersBlocks othersBlocks(uint32_t bytes, int poster, int n) {
-  if (n == 1 || (poster != 0 && poster != n - 1)) return {bytes, 0};
-  return {bytes - bytes / uint32_t(n), poster == 0 ? size_t(1) : 0};
-}
-
-// A reduce-scatter's post leaves its poster's own block out only where the poster reduces its
-// part from its own input even in place (ranks 0 and 1, OneShot::run) and is the first or the
-// last rank: rank 0, and rank 1 at n = 2.
-static OthersBlocks reduceScatterPost(uint32_t bytes, int poster, int n) {
-  return poster <= 1 ? othersBlocks(bytes, poster, n) : OthersBlocks{bytes, 0};
-}
-
 bool OneShot::implements(Collective coll) {
   return coll == Collective::all_reduce || coll == Collective::broadcast ||
          coll == Collective::reduce || coll == Collective::all_gather ||
@@ -108,12 +89,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // wait for this rank to have finished those.
   // Every kCheckEvery calls it also checks the later ones every rank they need has started.
   if (!unchecked_.empty()) {
-    uint32_t mine = bytes;
-    if ((d.coll == Collective::scatter && rank_ == d.root) || d.coll == Collective::all_to_all) {
-      mine = othersBlocks(bytes, rank_, n).bytes;
-    } else if (d.coll == Collective::reduce_scatter) {
-      mine = reduceScatterPost(bytes, rank_, n).bytes;
-    }
+    const uint32_t mine = postLayout(d.coll, bytes, rank_, d.root, n).bytes;
     checkUnchecked(ctx, reuses(payloadKind(mine)), /*probe=*/calls_ % kCheckEvery == 0);
   }
   bool checked = true;  // whether this rank read every post that shows a disagreement
@@ -122,8 +98,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   auto reduceAll = [&](size_t at, size_t count) {
     auto& posts = posts_;
     for (int r = 0; r < n; ++r) {
-      const OthersBlocks p = d.coll == Collective::reduce_scatter ? reduceScatterPost(bytes, r, n)
-                                                                  : OthersBlocks{bytes, 0};
+      const PostLayout p = postLayout(d.coll, bytes, r, d.root, n);
       // A rank whose post lacks its own block (rank 0 or 1) reads its part from its input.
       if (r == rank_ && p.bytes != bytes) continue;
       posts[size_t(r)] = awaitPost(ctx, r, p.bytes) + at - p.skipped * count * es;
@@ -167,7 +142,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       }
       break;
     case Collective::reduce_scatter: {
-      const OthersBlocks mine = reduceScatterPost(bytes, rank_, n);
+      const PostLayout mine = reduceScatterPost(bytes, rank_, n);
       post(ctx, static_cast<const std::byte*>(send) + mine.skipped * d.count * es, mine.bytes);
       reduceAll(size_t(rank_) * d.count * es, d.count);
       break;
@@ -205,7 +180,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       // As a broadcast: the root posts the others' blocks and goes on, the others post their
       // arrival and copy their block of the root's post.
       const size_t block = bytes / size_t(n);
-      const OthersBlocks posted = othersBlocks(bytes, d.root, n);
+      const PostLayout posted = othersBlocks(bytes, d.root, n);
       if (rank_ == d.root) {
         post(ctx, static_cast<const std::byte*>(send) + posted.skipped * block, posted.bytes);
         if (n > 1) {
@@ -226,10 +201,10 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       // (of its own input for its own: a no-op in place).
       const size_t block = bytes / size_t(n);
       const auto* in = static_cast<const std::byte*>(send);
-      const OthersBlocks mine = othersBlocks(bytes, rank_, n);
+      const PostLayout mine = othersBlocks(bytes, rank_, n);
       post(ctx, in + mine.skipped * block, mine.bytes);
       for (int r = 0; r < n; ++r) {
-        const OthersBlocks theirs = othersBlocks(bytes, r, n);
+        const PostLayout theirs = othersBlocks(bytes, r, n);
         const std::byte* from =
             r == rank_ ? in + size_t(rank_) * block
                        : awaitPost(ctx, r, theirs.bytes) + (size_t(rank_) - theirs.skipped) * block;
