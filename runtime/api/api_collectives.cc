@@ -16,13 +16,19 @@ namespace {
 
 // Calls deferred between gyreGroupStart and gyreGroupEnd on this thread.
 using Staged = std::vector<void*>;
-// A stream-ordered call deferred in a group: its buffers, and how to make its GroupOp from
-// their staged copies once the group runs.
+// A stream-ordered call deferred in a group: its buffers, how to make its GroupOp from their
+// staged copies once the group runs, and the call as it would be enqueued alone (a group of
+// collectives that all have a kernel form is enqueued call by call, runStreamGroup).
 struct StreamOp {
   gyreComm_t comm;
   gyreStream_t stream;
   std::vector<gyre::StagedBuffer> buffers;
   std::function<gyre::GroupOp(const Staged&)> make;
+  const char* what;
+  gyre::StagedBody body;
+  size_t elems;
+  size_t elemBytes;
+  std::optional<gyre::KernelCall> kernel;
 };
 struct GroupState {
   std::vector<std::pair<gyreComm_t, gyre::GroupOp>> ops;
@@ -152,7 +158,8 @@ void streamed(gyreComm_t comm, gyreStream_t stream, const char* what,
         return g;
       };
     }
-    group.streamOps.push_back({comm, stream, std::move(buffers), std::move(asGroupOp)});
+    group.streamOps.push_back({comm, stream, std::move(buffers), std::move(asGroupOp), what,
+                               std::move(body), elems, elemBytes, kernel});
     return;
   }
   commOf(comm).enqueueOnStream(stream, what, std::move(buffers), std::move(body), elems, elemBytes,
@@ -180,8 +187,11 @@ std::function<gyre::GroupOp(const Staged&)> staging(gyre::GroupOp g) {
   };
 }
 
-// The stream-ordered calls of a group, per communicator in order of first use: one staged call
-// each, whose host part runs them as a group (fused all-reduces, sends and receives together).
+// The stream-ordered calls of a group, per communicator in order of first use. Where each of a
+// communicator's calls is a collective with a kernel form on device memory, they are enqueued
+// one by one as outside a group (the cuda_ipc kernels: a framework that wraps every call in a
+// group, as torch's backend does, keeps them); else one staged call, whose host part runs them
+// as a group (fused all-reduces, sends and receives together).
 void runStreamGroup(std::vector<StreamOp> ops) {
   std::vector<gyreComm_t> order;
   for (const auto& op : ops)
@@ -202,6 +212,20 @@ void runStreamGroup(std::vector<StreamOp> ops) {
       first = false;
       parts.emplace_back(op.buffers.size(), std::move(op.make));
       for (auto& b : op.buffers) buffers.push_back(b);
+    }
+    const bool callByCall = std::all_of(ops.begin(), ops.end(), [comm](const StreamOp& op) {
+      return op.comm != comm ||
+             (op.kernel && std::all_of(op.buffers.begin(), op.buffers.end(), [](const auto& b) {
+                return !b.p || !b.bytes || gyre::isCudaDeviceMemory(b.p);
+              }));
+    });
+    if (callByCall) {
+      for (auto& op : ops) {
+        if (op.comm != comm) continue;
+        commOf(comm).enqueueOnStream(op.stream, op.what, std::move(op.buffers), std::move(op.body),
+                                     op.elems, op.elemBytes, op.kernel);
+      }
+      continue;
     }
     commOf(comm).enqueueOnStream(
         stream, "group", std::move(buffers),

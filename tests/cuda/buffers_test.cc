@@ -261,6 +261,38 @@ TEST_CASE("a group of stream-ordered calls: fused all-reduces and a two-way exch
   });
 }
 
+// torch's backend wraps every call in a group: collectives alone in theirs keep the kernels.
+TEST_CASE("a group of collectives alone on device memory runs as the kernels, exact") {
+  for (int n : {2, 4}) {
+    Job job(n);
+    const size_t count = 300001;
+    const gyre::test::Data sum{DataType::f32, RedOp::sum, n, gSeed};
+    const gyre::test::Data gathered{DataType::i32, RedOp::sum, n, gSeed + 1};
+    job.run([&](int r) {
+      gyreComm_t comm = job.comms[r];
+      cudaStream_t s = job.streams[r];
+      DeviceBuffer reduced(count * 4), mine(count * 4), all(count * 4 * size_t(n));
+      reduced.upload(inputOf(sum, r, 0, count));
+      mine.upload(inputOf(gathered, r, 0, count));
+      OK(gyreGroupStart());
+      OK(gyreAllReduce(reduced.p, reduced.p, count, gyreFloat32, gyreSum, comm, s));
+      OK(gyreAllGather(mine.p, all.p, count, gyreInt32, comm, s));
+      OK(gyreGroupEnd());
+      CUDA_OK(cudaStreamSynchronize(s));
+      checkBytes(reduced.download(), 0, expectedOf(sum, 0, count), "grouped all_reduce");
+      const auto got = all.download();
+      for (int p = 0; p < n; ++p) {
+        checkBytes(got, size_t(p) * count * 4, inputOf(gathered, p, 0, count),
+                   "grouped all_gather");
+      }
+      // The kernels set up the links and staged nothing (GYRE_CUDA_IPC=0: staged).
+      CHECK(onIpcLinks(comm) == ipcWanted());
+      CHECK((gyre::api::commOf(comm).stagingBytes() == 0) == ipcWanted());
+      CHECK(failureOf(comm) == "ok");
+    });
+  }
+}
+
 TEST_CASE("calls alternating between two streams per rank run in issue order, exact") {
   Job job(2);
   warmUp(job);
