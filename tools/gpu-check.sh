@@ -6,18 +6,20 @@
 #   1. the kernel test (every type and op, bit for bit against the CPU kernels),
 #   2. every collective on CUDA memory as kernels over cuda_ipc links, with graph capture,
 #      timeouts, abort and ranks that disagree; the same staged with the stream memory wait,
-#   3. torch's CUDA tensors through gyre_torch (torch.cuda),
+#   3. torch's CUDA tensors through gyre_torch (torch.cuda), the host tests on this machine's
+#      cores,
 #   4. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB), all_reduce
 #      busbw over cuda_ipc with ranks as processes on this GPU (under a private MPS daemon
 #      where nvidia-cuda-mps-control exists: also all-gather, reduce-scatter and broadcast, and
-#      the all-reduce with 8 channels; then without MPS), NCCL beside it where nccl-tests is
-#      installed,
+#      the all-reduce with 8 channels, and torch's all_reduce of CUDA tensors on gyre, NCCL and
+#      gloo side by side; then without MPS), NCCL beside it where nccl-tests is installed,
 #   5. compute-sanitizer memcheck and racecheck on the kernel test (quick sizes) and on the
 #      collectives over cuda_ipc,
 #   6. the staged path with the kernel wait, the staged all_reduce on host and CUDA buffers side
 #      by side, and every other torch test,
-# and writes REPORT_DIR/report.md with each step's result and output as it goes. Exits non-zero
-# when a step fails. Leaves the GPU's settings alone.
+# and writes REPORT_DIR/report.md with each step's result and the end of its output as it
+# goes, every step's whole log in REPORT_DIR/logs.tgz. Exits non-zero when a step fails.
+# Leaves the GPU's settings alone.
 # Environment:
 #   GPU_CHECK_BUILD_DIR    a CMake build with CUDA made elsewhere (else built here)
 #   GPU_CHECK_CMAKE_ARGS   extra configure arguments (e.g. where tools/gpu-deps.sh put the
@@ -79,7 +81,10 @@ step() {
     failed=1
     return 1
   fi
-  local log=$report_dir/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log
+  # Each step's whole log goes into REPORT_DIR/logs.tgz, remade after every step: one file
+  # however many steps ran (a lease returns few files) and whenever the check is stopped.
+  mkdir -p "$work/logs"
+  local log=$work/logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log
   echo "== $name"
   local start=$SECONDS
   if [ "$(type -t "$1")" = function ]; then
@@ -105,6 +110,7 @@ step() {
     tail -40 "$log"
     echo '```'
   } >>"$report"
+  tar czf "$report_dir/logs.tgz" -C "$work" logs
   return $rc
 }
 
@@ -183,6 +189,10 @@ if [ -n "$full" ]; then
   else
     note "no gyre_torch in the build (python3 has no torch): torch tests not run"
   fi
+  # The host tests on this machine's cores, which CI's two do not show (placement, spinning,
+  # channels): a failure's output (doctest names a crashing case) lands in the report.
+  step "host tests on $(nproc) cores" ctest --test-dir "$full" --output-on-failure -j 4 \
+    --timeout 120 -E '^(cuda|torch|rdma|cluster|slurm)|fault-loop|soak|tcp-congestion|embed'
 fi
 
 # 4: speed.
@@ -210,6 +220,11 @@ if [ -n "$full" ]; then
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if nvidia-cuda-mps-control -d; then
       step "all_reduce over cuda_ipc (MPS)" cuda_bench "cuda_ipc under MPS" all_reduce 1G
+      if [ $torch_built = 1 ]; then
+        step "torch all_reduce of CUDA tensors: gyre, nccl, gloo (MPS)" env \
+          PYTHONPATH="$full/python" NCCL_MULTI_RANK_GPU_ENABLE=1 python3 \
+          "$src/tools/bench/torch_cuda_bench.py" --sizes 64K,1M,16M,128M --repeats 3
+      fi
       step "ring collectives over cuda_ipc (MPS)" ring_bench
       echo quit | nvidia-cuda-mps-control
     else
