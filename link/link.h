@@ -114,6 +114,11 @@ class Connection {
   virtual void awaitRecv(Clock::time_point until) = 0;
   // Not ok once the connection broke; the message names the peer and the cause.
   virtual Status failure() const = 0;
+  // failure(), or, where the transport can tell without moving bytes, that the peer's end has
+  // closed: for a wait on that peer that does not use this connection (another channel's
+  // connection being opened to it), which a peer gone while this one was idle would otherwise
+  // hold until the deadline. The caller is the thread that runs the collectives.
+  virtual Status peerGone() { return failure(); }
   // Blocks until every published send slot left this process, or the deadline passes.
   virtual Status flush(Clock::time_point deadline) = 0;
   // Stops moving bytes and releases the OS resources; pending data is dropped.

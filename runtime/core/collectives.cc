@@ -61,8 +61,14 @@ void Communicator::Impl::runChannels(const OpContext& ctx, int channels, const B
   const int n = config.nranks, r = config.rank;
   if (n > 1) {
     const int prev = (r + n - 1) % n, next = (r + 1) % n;
-    for (int peer : {std::min(prev, next), std::max(prev, next)})
-      for (int c = 0; c < channels; ++c) connection(peer, c);  // ascending (peer, channel)
+    try {
+      for (int peer : {std::min(prev, next), std::max(prev, next)})
+        for (int c = 0; c < channels; ++c) connection(peer, c);  // ascending (peer, channel)
+    } catch (const Failure& f) {  // a channel's first use opens its connections: name the call
+      throw Failure(Status{f.status().code,
+                           who() + ": " + describeOp(ctx.desc) + " failed: " + f.status().message,
+                           f.status().lostRank});
+    }
   }
   std::atomic<bool> failed{false};
   std::atomic<int> first{-1};  // the channel that failed first; the others it stopped

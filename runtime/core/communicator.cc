@@ -356,9 +356,16 @@ Connection& Communicator::Impl::connection(int peer, int channel) {
   if (it != connections.end()) return *it->second;
   const auto deadline = Clock::now() + config.timeout;
   auto conn = transports->forPeer(peers[config.rank], peers[peer])
-                  .connect(peers[peer], channel, deadline, [this]() -> Status {
+                  .connect(peers[peer], channel, deadline, [this, peer]() -> Status {
                     if (abortFlag.load()) return {Code::aborted, "aborted by gyreCommAbort"};
-                    return board ? board->recorded() : Status{};
+                    if (Status s = board ? board->recorded() : Status{}; !s.ok()) return s;
+                    // A peer that left while its connections were idle (no failure recorded:
+                    // it exited) would hold this until the deadline.
+                    for (Connection* c : connectionList) {
+                      if (c->peer() != peer) continue;
+                      if (Status s = c->peerGone(); !s.ok()) return s;
+                    }
+                    return Status{};
                   });
   GYRE_LOG(trace, who() + ": connected to rank " + std::to_string(peer) + " channel " +
                       std::to_string(channel) + " over " + conn->transportName());

@@ -159,6 +159,14 @@ failing-rank)
   ranks_printed "0 2 3" "walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" \
     "did not report an error naming rank 1 first, then the operation"
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
+  # With several channels the call opens its channels' connections first (hosts with cores to
+  # spare): to a peer already gone they fail as fast, naming it and the call.
+  GYRE_CHANNELS=4 GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$walk" --fail-rank 1 \
+    --exit-code 3 >"$out" 2>&1
+  rc=$?
+  [ "$rc" -eq 3 ] || fail "with 4 channels: gyre-run exited $rc, expected 3"
+  ranks_printed "0 2 3" "walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*rank 1 failed over ${GYRE_TRANSPORT:-shm}" \
+    "with 4 channels: did not report an error naming rank 1 first, then the operation"
   # Rank 1 leaves with exit code 0: it failed nobody's exit code, but it is still the cause.
   GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$walk" --fail-rank 1 --exit-code 0 >"$out" 2>&1
   rc=$?

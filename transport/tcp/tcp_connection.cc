@@ -343,4 +343,13 @@ Status TcpConnection::failure() const {
   return failure_;
 }
 
+Status TcpConnection::peerGone() {
+  if (Status s = failure(); !s.ok()) return s;
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+    fail("the connection to", 0);  // a live peer never closes a communicator's connection
+  }
+  return failure();
+}
+
 }  // namespace gyre

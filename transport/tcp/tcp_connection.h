@@ -52,6 +52,7 @@ class TcpConnection : public Connection, public std::enable_shared_from_this<Tcp
   }
   void awaitRecv(Clock::time_point until) override;
   Status failure() const override;
+  Status peerGone() override;  // the socket's end closed (POLLRDHUP), no bytes read
   Status flush(Clock::time_point deadline) override;
   void close() override;
   const char* transportName() const override { return "tcp"; }
