@@ -317,6 +317,22 @@ TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost
   CHECK(contains(result[1].message, "rank 2"));
 }
 
+// Rank 1 has no connection to rank 3 (not a ring neighbour at n = 4): it dials one, and a
+// refusal says nothing listens there any more.
+TEST_CASE("a send to a rank that left, not yet connected to, fails fast naming it") {
+  test::ThreadJob job(4, test::tinySlots(30000ms), "send-to-gone");
+  job.destroy(3);
+  const auto start = Clock::now();
+  std::vector<float> a(16, 1.0f);
+  const Status s = failureOf([&] { job.comm(1).send(a.data(), 16, DataType::f32, 3); });
+  CHECK(Clock::now() - start < 10s);
+  CAPTURE(s.message);
+  CHECK(s.code == Code::remote_error);
+  CHECK(s.lostRank == 3);
+  CHECK(contains(s.message, "rank 3 is gone"));
+  CHECK(contains(s.message, "nothing listens there"));
+}
+
 TEST_CASE("abort from another thread unblocks a waiting collective promptly") {
   test::ThreadJob job(2, test::tinySlots(60000ms), "abort");
   float x = 1, y = 0;

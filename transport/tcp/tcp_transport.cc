@@ -337,6 +337,8 @@ std::shared_ptr<Connection> TcpTransport::wrap(tcp::socket socket, int peer, int
 
 namespace {
 
+constexpr auto kRefusedGivesUpAfter = std::chrono::seconds(1);
+
 // State of one outgoing handshake, shared between the user thread and the loop.
 struct Dial {
   Dial(asio::io_context& io) : socket(io), timer(io) {}
@@ -350,6 +352,7 @@ struct Dial {
   std::string secret;
   bool acceptorProved = true;
   Clock::time_point deadline;
+  Clock::time_point firstRefused{};  // when the peer first refused, while it keeps refusing
   std::promise<asio::error_code> result;
   bool done = false;
 
@@ -387,8 +390,15 @@ void dialOnLoop(std::shared_ptr<Dial> d) {
   d->socket.async_connect(d->endpoint, [d](const asio::error_code& ec) {
     if (d->done) return;
     if (d->socket.is_open()) setCloseOnExec(d->socket.native_handle());
-    if (ec == asio::error::connection_refused && Clock::now() < d->deadline) {
-      // The peer published its address before we came; it may still be starting. Retry.
+    const auto now = Clock::now();
+    if (ec == asio::error::connection_refused && d->firstRefused == Clock::time_point{}) {
+      d->firstRefused = now;
+    }
+    // A peer listens before it publishes its address, so a refusal means its listener is
+    // closed: it exited or is going. Retried a while (a refusal from a port being reused, a
+    // filter), then it ends the dial, naming the peer, instead of holding it to the deadline.
+    if (ec == asio::error::connection_refused && now < d->deadline &&
+        now - d->firstRefused < kRefusedGivesUpAfter) {
       asio::error_code ignored;
       d->socket.close(ignored);
       d->timer.expires_after(std::chrono::milliseconds(20));
@@ -474,6 +484,12 @@ tcp::socket TcpTransport::dial(const PeerInfo& peer, int channel, Clock::time_po
   }
   if (ec == asio::error::eof) {
     fail(Code::remote_error, who + ": the peer refused the handshake (see its log)");
+  }
+  if (ec == asio::error::connection_refused) {
+    throw Failure(Status{Code::remote_error,
+                         who + ": refused for " + std::to_string(kRefusedGivesUpAfter.count()) +
+                             " s: nothing listens there any more (the rank exited?)",
+                         peer.rank});
   }
   if (ec) fail(Code::remote_error, who + ": " + ec.message());
   if (std::memcmp(d->ack.magic, wire::kAckMagic, 4) != 0 || d->ack.status != 0) {
