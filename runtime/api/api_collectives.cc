@@ -197,6 +197,9 @@ void runStreamGroup(std::vector<StreamOp> ops) {
   for (const auto& op : ops)
     if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
   for (gyreComm_t comm : order) {
+    const bool callByCall = std::all_of(ops.begin(), ops.end(), [comm](const StreamOp& op) {
+      return op.comm != comm || (op.kernel && gyre::onDevice(op.buffers));
+    });
     std::vector<gyre::StagedBuffer> buffers;
     std::vector<std::pair<size_t, std::function<gyre::GroupOp(const Staged&)>>> parts;
     gyreStream_t stream = nullptr;
@@ -210,15 +213,10 @@ void runStreamGroup(std::vector<StreamOp> ops) {
       }
       stream = op.stream;
       first = false;
+      if (callByCall) continue;
       parts.emplace_back(op.buffers.size(), std::move(op.make));
       for (auto& b : op.buffers) buffers.push_back(b);
     }
-    const bool callByCall = std::all_of(ops.begin(), ops.end(), [comm](const StreamOp& op) {
-      return op.comm != comm ||
-             (op.kernel && std::all_of(op.buffers.begin(), op.buffers.end(), [](const auto& b) {
-                return !b.p || !b.bytes || gyre::isCudaDeviceMemory(b.p);
-              }));
-    });
     if (callByCall) {
       for (auto& op : ops) {
         if (op.comm != comm) continue;

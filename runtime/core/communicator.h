@@ -49,6 +49,10 @@ struct StagedBuffer {
   Use use = in;
   const char* name = "buffer";  // for errors: "sendbuff", "recvbuff"
 };
+// Every non-empty buffer is CUDA device memory (what a kernel on any GPU of the host can reach
+// through the links' peers; pinned and pageable host memory stay staged): it decides between
+// the cuda_ipc kernels and staging, so every rank must answer alike.
+bool onDevice(const std::vector<StagedBuffer>& buffers);
 // Runs a host call over the staged copies, one pointer per StagedBuffer, in order (null where
 // the buffer is null or empty), for `count` elements (see enqueueOnStream).
 using StagedBody =

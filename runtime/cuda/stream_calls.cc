@@ -33,6 +33,14 @@ void checkStaged(const std::string& call, const std::vector<StagedBuffer>& buffe
 
 }  // namespace
 
+// isCudaDeviceMemory looks for the driver at once, never held back by an earlier look that
+// found none, so every rank answers alike.
+bool onDevice(const std::vector<StagedBuffer>& buffers) {
+  for (const auto& b : buffers)
+    if (b.p && b.bytes && !isCudaDeviceMemory(b.p)) return false;
+  return true;
+}
+
 #ifdef GYRE_HAVE_CUDA
 
 namespace {
@@ -55,16 +63,6 @@ Status awaitEvent(cudaEvent_t event, const Communicator::Impl& d, const std::str
   if (d.abortFlag.load()) return {Code::aborted, what + ": aborted"};
   return {Code::timeout, what + ": the CUDA stream did not reach the call within " +
                              std::to_string(d.config.timeout.count()) + " ms"};
-}
-
-// Every buffer the call names is device memory (what a kernel on any GPU of the host can reach
-// through the links' peers: pinned and pageable host memory stay staged). It decides between
-// the kernels and staging, so every rank must answer alike: isCudaDeviceMemory looks for the
-// driver at once, never held back by an earlier look that found none.
-bool onDevice(const std::vector<StagedBuffer>& buffers) {
-  for (const auto& b : buffers)
-    if (b.p && b.bytes && !isCudaDeviceMemory(b.p)) return false;
-  return true;
 }
 
 }  // namespace
