@@ -2,6 +2,7 @@
 reduce_scatter_tensor of tensors on the GPU (ranks sharing the GPUs there are), issued on
 torch's current stream. Skipped, saying why, without a GPU or a gyre_torch built with CUDA."""
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -36,7 +37,32 @@ assert torch.equal(out.cpu(), torch.arange(size).repeat_interleave(1000).float()
 rs = torch.empty(1000, device=device)
 dist.reduce_scatter_tensor(rs, torch.ones(size * 1000, device=device))
 assert torch.all(rs == size).item(), f"rank {rank}: reduce_scatter_tensor"
-work = dist.all_reduce(torch.ones(10, device=device), async_op=True)
+# As ProcessGroupNCCL's: wait() makes the caller's stream wait for the call, not the CPU, and the
+# future is complete once the call is on the stream. Behind a second of the stream's time, the
+# stream must still be busy when both return.
+x = torch.full((1 << 16,), float(rank + 1), device=device)
+torch.cuda._sleep(1 << 31)
+work = dist.all_reduce(x, async_op=True)
 work.wait()
+value = work.get_future().wait()
+stream_busy = not torch.cuda.current_stream().query()
+torch.cuda.synchronize()
+assert stream_busy, f"rank {rank}: wait() held the CPU until the stream had run the call"
+assert torch.all(x == want).item(), f"rank {rank}: async all_reduce gave {x[0].item()}"
+assert value[0].data_ptr() == x.data_ptr(), f"rank {rank}: the future's value is not the tensor"
+deadline = time.monotonic() + 30
+while not work.is_completed() and time.monotonic() < deadline:
+    time.sleep(0.01)
+assert work.is_completed() and work.is_success(), f"rank {rank}: the work never completed"
+# A coalesced batch (DDP's and FSDP's buckets): one gyre group on the stream.
+from torch.distributed.distributed_c10d import _coalescing_manager  # noqa: E402
+
+parts = [torch.full((n,), float(rank + 1), device=device) for n in (1000, 1 << 18, 3)]
+with _coalescing_manager(device=device, async_ops=True) as cm:
+    for p in parts:
+        dist.all_reduce(p)
+cm.wait()
+for p in parts:
+    assert torch.all(p == want).item(), f"rank {rank}: coalesced all_reduce of {p.numel()}"
 print(f"rank {rank}: CUDA tensors correct on {device}", flush=True)
 dist.destroy_process_group()

@@ -21,16 +21,37 @@ gyreStream_t GyreBackend::currentStream(int device) {
       c10::cuda::getCurrentCUDAStream(c10::DeviceIndex(device)).stream());
 }
 
-std::function<gyreResult_t()> GyreBackend::streamWaiter(int device) {
-  auto event = std::make_shared<at::cuda::CUDAEvent>();
-  event->record(c10::cuda::getCurrentCUDAStream(c10::DeviceIndex(device)));
+c10::intrusive_ptr<c10::ivalue::Future> GyreBackend::newFuture(int device) {
+  auto type = c10::ListType::create(c10::TensorType::get());
+  if (device < 0) return c10::make_intrusive<c10::ivalue::Future>(type);
+  return c10::make_intrusive<c10::ivalue::Future>(
+      type, std::vector<c10::Device>{c10::Device(c10::kCUDA, c10::DeviceIndex(device))});
+}
+
+Pending GyreBackend::endOnStream(std::shared_ptr<Completion> c, int device) {
+  auto end = std::make_shared<at::cuda::CUDAEvent>();
+  end->record(c10::cuda::getCurrentCUDAStream(c10::DeviceIndex(device)));
+  auto orderAfter = [end, device] {
+    end->block(c10::cuda::getCurrentCUDAStream(c10::DeviceIndex(device)));
+  };
+  // Completed on the stream the calls are on: a future's CUDA waiters wait for this point.
+  auto enqueued = [&](Completion& part) {
+    {
+      std::lock_guard lock(part.mutex);
+      part.orderAfter = orderAfter;
+    }
+    part.future->markCompleted(c10::IValue(part.outputs));
+  };
+  enqueued(*c);
+  for (auto& follower : c->followers) enqueued(*follower);
   gyreComm_t comm = comm_;
-  return [event, comm] {
-    event->synchronize();
+  auto waitStream = [end, comm] {
+    end->synchronize();
     gyreResult_t asyncError = gyreSuccess;
     const gyreResult_t r = gyreCommGetAsyncError(comm, &asyncError);
     return r != gyreSuccess ? r : asyncError;
   };
+  return {waitStream, std::move(c)};
 }
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::launchOnStream(Launch& l,
@@ -47,7 +68,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launchOnStream(Launch& l,
   // Copies back into the caller's tensors follow on the same stream.
   for (auto& finish : l.finishers) finish();
   completion->keepAlive = std::move(l.keepAlive);  // until the stream has passed the calls
-  enqueue({streamWaiter(device), completion});
+  enqueue(endOnStream(completion, device));
   return c10::make_intrusive<GyreWork>(completion);
 }
 
@@ -58,7 +79,12 @@ gyreStream_t GyreBackend::currentStream(int device) {
   return nullptr;
 }
 
-std::function<gyreResult_t()> GyreBackend::streamWaiter(int) {
+c10::intrusive_ptr<c10::ivalue::Future> GyreBackend::newFuture(int device) {
+  TORCH_CHECK(device < 0, "gyre: this build has no CUDA");
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+Pending GyreBackend::endOnStream(std::shared_ptr<Completion>, int) {
   TORCH_CHECK(false, "gyre: this build has no CUDA");
 }
 

@@ -57,6 +57,20 @@ std::vector<at::Tensor> GyreWork::result() {
 
 bool GyreWork::wait(std::chrono::milliseconds timeout) {
   Completion& c = *completion_;
+  std::function<void()> orderAfter;
+  {
+    std::lock_guard lock(c.mutex);
+    orderAfter = c.orderAfter;
+  }
+  if (orderAfter) {
+    // CUDA calls, as ProcessGroupNCCL's: the caller's stream waits for them, the CPU does not
+    // (nor for the timeout). A failure the stream already showed raises here; a later one fails
+    // the communicator's next call (docs/torch.md).
+    orderAfter();
+    std::lock_guard lock(c.mutex);
+    if (c.error) std::rethrow_exception(c.error);
+    return true;
+  }
   if (c.work && !isCompleted()) {
     {
       // While this thread waits, the work's end leaves settling to it (onWorkEnd).
@@ -204,9 +218,8 @@ int deviceOf(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b,
 c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   auto completion = std::make_shared<Completion>();
   completion->outputs = l.outputs;
-  completion->future =
-      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   const int device = deviceOf(l.keepAlive, l.outputs, l.what);
+  completion->future = newFuture(device);
   std::unique_lock lock(launchMutex_);
   if (device >= 0 && !coalescing_) return launchOnStream(l, completion, device);
   completion->keepAlive = std::move(l.keepAlive);
@@ -376,13 +389,16 @@ void GyreBackend::settle(Completion& c, gyreResult_t result, const std::string& 
 }
 
 void GyreBackend::finish(Completion& c, std::exception_ptr error) {
+  bool onStream = false;
   {
     std::lock_guard lock(c.mutex);
     c.error = error;
     c.done = true;
     c.keepAlive.clear();
+    onStream = bool(c.orderAfter);
   }
   c.changed.notify_all();
+  if (onStream) return;  // its future completed where the calls were enqueued (endOnStream)
   if (error) {
     c.future->setError(error);
   } else {
@@ -426,22 +442,21 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::endBatch() {
   // One gyre work finishes every call of the batch: their copies back run with it, and each
   // call's Work and future end with its outcome.
   auto all = std::make_shared<Completion>();
-  all->future =
-      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  all->future = newFuture(device);
   for (auto& p : parts) {
     for (auto& f : p->finishers) all->finishers.push_back(std::move(f));
     p->finishers.clear();
   }
   all->followers = std::move(parts);
   all->work = work;
-  Pending pending{{}, all};
   if (device >= 0) {
     // Copies back follow the calls on the stream; the wait is for the stream to pass them.
     for (auto& f : all->finishers) f();
     all->finishers.clear();
-    pending.waitStream = streamWaiter(device);
+    enqueue(endOnStream(all, device));
+  } else {
+    enqueue({{}, all});
   }
-  enqueue(std::move(pending));
   return c10::make_intrusive<GyreWork>(all);
 }
 

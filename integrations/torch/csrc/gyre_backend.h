@@ -82,6 +82,12 @@ struct Completion {
   c10::intrusive_ptr<c10::ivalue::Future> future;
   // Calls of a coalesced batch, which end with this one's outcome.
   std::vector<std::shared_ptr<Completion>> followers;
+  // CUDA calls, ordered on torch's current stream as ProcessGroupNCCL orders its own: makes the
+  // caller's current stream wait for the point after the calls (a CUDA event). Their Work's
+  // wait() does that instead of blocking the CPU, and their future completed as they were
+  // enqueued; `done` still comes once the stream has passed them, with what gyre found. Null
+  // for host calls.
+  std::function<void()> orderAfter;
 };
 
 class GyreWork : public c10d::Work {
@@ -232,9 +238,14 @@ class GyreBackend : public BackendBase {
   void stopCompleter();
   // Torch's current CUDA stream on `device`, or null for the host (device -1).
   static gyreStream_t currentStream(int device);
-  // Records where the current stream of `device` is; the function returned waits until the
+  // A future for the outputs of a call on `device` (-1: host memory; else a CUDA future,
+  // whose waiters' streams wait for the point it was completed at).
+  static c10::intrusive_ptr<c10::ivalue::Future> newFuture(int device);
+  // Once the calls of `c` (and of its followers) are enqueued on the current stream of
+  // `device`: records that point, completes their futures there and lets their Works' waiters
+  // order their streams after it (Completion::orderAfter). The Pending returned waits until the
   // stream passed that point, then reports what gyre's stream path found (async error).
-  std::function<gyreResult_t()> streamWaiter(int device);
+  Pending endOnStream(std::shared_ptr<Completion> c, int device);
   // CUDA: issues `l` on the current stream of `device` and queues a wait for it.
   c10::intrusive_ptr<Work> launchOnStream(Launch& l, std::shared_ptr<Completion> completion,
                                           int device);
