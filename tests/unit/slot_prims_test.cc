@@ -320,7 +320,10 @@ void checkMatrix(std::initializer_list<int> ns, std::initializer_list<int> chann
       SlotNetwork net(n, channels, 4, slotBytes);
       for (const Case& k : kCases) {
         for (size_t count : countsFor(n)) {
-          for (auto [type, op] : typeOps) {
+          for (const auto& typeOp : typeOps) {
+            // Named variables, not a structured binding: CAPTURE's lambda refers to them.
+            const DataType type = typeOp.first;
+            const RedOp op = typeOp.second;
             if (!reduces(k.coll) && op != RedOp::sum) continue;
             CAPTURE(n);
             CAPTURE(channels);
