@@ -28,6 +28,9 @@ except RuntimeError as e:
 want = size * (size + 1) / 2
 torch.cuda.synchronize()
 assert torch.all(t == want).item(), f"rank {rank}: all_reduce gave {t[0].item()}, want {want}"
+pm = torch.full((1000,), float(rank + 1), device=device)
+dist.all_reduce(pm, op=dist._make_nccl_premul_sum(0.5))
+assert torch.all(pm == want / 2).item(), f"rank {rank}: premul_sum all_reduce gave {pm[0].item()}"
 b = torch.full((4097,), float(rank), device=device)
 dist.broadcast(b, src=size - 1)
 assert torch.all(b == size - 1).item(), f"rank {rank}: broadcast"

@@ -145,6 +145,7 @@ def run(rank, size, gloo):
     t = torch.tensor([float(rank), 2.0 * rank])
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
     close("all_reduce avg", t, torch.tensor([1.5, 3.0]) * (size - 1) / 3)
+    check_premul_sum(rank, size)
     b = torch.tensor([rank == 0, True, False])
     dist.all_reduce(b)  # sum of bools: "any"
     close("all_reduce bool", b, torch.tensor([True, True, False]))
@@ -157,6 +158,39 @@ def run(rank, size, gloo):
                 raise
     dist.barrier()
     print(f"rank {rank}: {cases} differential cases correct", flush=True)
+
+
+def check_premul_sum(rank, size):
+    """ReduceOp.PREMUL_SUM (NCCL's premul sum; FSDP2's gradient divide factor): every input
+    times the factor, summed; inputs left as they were. gloo lacks it: the reference is local."""
+    premul = dist._make_nccl_premul_sum
+    ranks = torch.arange(1, size + 1, dtype=torch.float64)  # rank r contributes r + 1
+    t = torch.tensor([1.0, 2.0, -3.0]) * (rank + 1)
+    dist.all_reduce(t, op=premul(0.5))
+    close("all_reduce premul_sum", t, torch.tensor([1.0, 2.0, -3.0]) * 0.5 * ranks.sum().float())
+    v = torch.full((4, 6), float(rank + 1), dtype=torch.float64)[:, ::2]  # not contiguous
+    factor = torch.tensor([0.25], dtype=torch.float64)
+    torch1 = int(torch.__version__.split(".")[0]) < 2  # there a list: one factor per device
+    dist.all_reduce(v, op=premul([factor] if torch1 else factor))
+    close("all_reduce premul_sum tensor factor", v, torch.full((4, 3), 0.25 * ranks.sum().item(),
+                                                               dtype=torch.float64))
+    src = torch.arange(size * 3, dtype=torch.float32) + rank
+    kept = src.clone()
+    out = torch.full((3,), -1.0)
+    dist.reduce_scatter_tensor(out, src, op=premul(1.0 / size))
+    want = (torch.arange(size * 3, dtype=torch.float64) + (size - 1) / 2).float()
+    close("reduce_scatter_tensor premul_sum", out, want[rank * 3:rank * 3 + 3])
+    close("reduce_scatter_tensor premul_sum input", src, kept)
+    h = torch.full((5,), float(rank + 1), dtype=torch.float16)
+    dist.reduce(h, dst=0, op=premul(2.0))
+    want = torch.full((5,), 2.0 * ranks.sum().item()) if rank == 0 else torch.full((5,), rank + 1.0)
+    close("reduce premul_sum", h, want.half())
+    try:
+        dist.all_reduce(torch.ones(2, dtype=torch.int32), op=premul(2.0))
+        raise AssertionError("PREMUL_SUM of integers was accepted")
+    except RuntimeError as e:
+        if "floating-point" not in str(e):
+            raise
 
 
 def main(rank, size):

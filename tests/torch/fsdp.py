@@ -42,8 +42,8 @@ def data(rank, step):
     return torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
 
 
-def train(model, rank):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+def train(model, rank, lr=0.1):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     for step in range(STEPS):
         x, y = data(rank, step)
         opt.zero_grad()
@@ -51,10 +51,10 @@ def train(model, rank):
         opt.step()
 
 
-def reference(size):
+def reference(size, lr=0.1):
     """The same steps for one process that sees every rank's batch: the mean of their losses."""
     model = make()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     for step in range(STEPS):
         opt.zero_grad()
         loss = sum(torch.nn.functional.mse_loss(model(xr), yr)
@@ -99,4 +99,18 @@ else:
     train(model, rank)
     # Each parameter is a DTensor sharded over the mesh: full_tensor() all-gathers it.
     check("fully_shard", [p.full_tensor().detach() for p in model.parameters()], expected, rank)
+    if hasattr(model, "set_gradient_divide_factor"):
+        # Gradients summed and divided by twice the ranks, which FSDP2 asks of the backend as
+        # ReduceOp.PREMUL_SUM(1 / factor) (gloo refuses it): the mean's steps at half the rate.
+        model = make()
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        for module in model.modules():  # each layer's group reduces its own gradients
+            if hasattr(module, "set_gradient_divide_factor"):
+                module.set_gradient_divide_factor(2.0 * size)
+        train(model, rank, lr=0.1)
+        check("fully_shard with a gradient divide factor",
+              [p.full_tensor().detach() for p in model.parameters()], reference(size, lr=0.05), rank)
 dist.destroy_process_group()

@@ -61,11 +61,12 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(ws, "all_reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "all_reduce");
+  at::Tensor in = preMultiplied(opts.reduceOp, ws, "all_reduce");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, stream);
+    return gyreAllReduce(in.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, stream);
   };
   l.outputs = tensors;
-  l.keepAlive = {ws};
+  l.keepAlive = {ws, in};
   return launch(std::move(l));
 }
 
@@ -79,19 +80,23 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
     spaces.push_back(workspace(t, true, l.finishers));
   }
   std::vector<std::pair<gyreDataType_t, gyreRedOp_t>> kinds;
-  for (auto& ws : spaces)
+  Tensors inputs;
+  for (auto& ws : spaces) {
     kinds.emplace_back(typeOf(ws, l.what), reduceOpOf(opts.reduceOp, ws, l.what));
+    inputs.push_back(preMultiplied(opts.reduceOp, ws, l.what));
+  }
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     for (size_t i = 0; i < spaces.size(); ++i) {
       const auto& ws = spaces[i];
-      const gyreResult_t r = gyreAllReduce(ws.data_ptr(), ws.data_ptr(), count(ws), kinds[i].first,
-                                           kinds[i].second, comm, stream);
+      const gyreResult_t r = gyreAllReduce(inputs[i].data_ptr(), ws.data_ptr(), count(ws),
+                                           kinds[i].first, kinds[i].second, comm, stream);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
   };
   l.outputs = tensors;
   l.keepAlive = spaces;
+  l.keepAlive.insert(l.keepAlive.end(), inputs.begin(), inputs.end());
   return launch(std::move(l));
 }
 
@@ -105,12 +110,13 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
   at::Tensor ws = workspace(tensors[0], isRoot, l.finishers);
   const auto type = typeOf(ws, "reduce");
   const auto op = reduceOpOf(opts.reduceOp, ws, "reduce");
+  at::Tensor in = preMultiplied(opts.reduceOp, ws, "reduce");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreReduce(ws.data_ptr(), isRoot ? ws.data_ptr() : nullptr, count(ws), type, op, root,
+    return gyreReduce(in.data_ptr(), isRoot ? ws.data_ptr() : nullptr, count(ws), type, op, root,
                       comm, stream);
   };
   l.outputs = tensors;
-  l.keepAlive = {ws};
+  l.keepAlive = {ws, in};
   return launch(std::move(l));
 }
 
@@ -249,9 +255,9 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   Launch l{"reduce_scatter"};
   l.synchronous = callerWaits(opts);
   at::Tensor out = workspace(outputs[0], true, l.finishers);
-  at::Tensor flat = concatenated(inputs[0]);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
+  at::Tensor flat = preMultiplied(opts.reduceOp, concatenated(inputs[0]), l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
   };
@@ -270,10 +276,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
       "elements, of its dtype");
   Launch l{"reduce_scatter_tensor"};
   l.synchronous = callerWaits(opts);
-  at::Tensor in = input.contiguous();
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(out, l.what);
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
+  at::Tensor in = preMultiplied(opts.reduceOp, input.contiguous(), l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
   };

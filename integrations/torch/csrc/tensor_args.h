@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <functional>
@@ -40,7 +41,8 @@ inline gyreDataType_t typeOf(const at::Tensor& t, const char* what) {
   }
 }
 
-// Bools reduce as uint8 0/1: sum and max are "any", product and min are "all".
+// Bools reduce as uint8 0/1: sum and max are "any", product and min are "all". PREMUL_SUM
+// sums what preMultiplied made of the inputs.
 inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
   const bool isBool = t.scalar_type() == at::kBool;
   switch (op.op_) {
@@ -56,11 +58,38 @@ inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, con
       TORCH_CHECK(!isBool && at::isFloatingType(t.scalar_type()), "gyre ", what,
                   ": ReduceOp.AVG needs a floating-point tensor");
       return gyreAvg;
+    case c10d::ReduceOp::PREMUL_SUM:
+      return gyreSum;
     default:
       TORCH_CHECK(false, "gyre ", what,
-                  ": this ReduceOp is not supported (SUM, PRODUCT, MIN, MAX, AVG are; not BAND, "
-                  "BOR, BXOR, PREMUL_SUM)");
+                  ": this ReduceOp is not supported (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM are; "
+                  "not BAND, BOR, BXOR)");
   }
+}
+
+// The input a rank contributes to a reduction with `op`: `input` itself, or for
+// ReduceOp.PREMUL_SUM (torch.distributed._make_nccl_premul_sum; FSDP2's gradient divide
+// factor) a new tensor of `input` times the op's factor (a number or a one-element tensor),
+// which the ranks then sum, as NCCL's premul sum does. The caller's tensor stays as it was.
+inline at::Tensor preMultiplied(const c10d::ReduceOp& op, const at::Tensor& input,
+                                const char* what) {
+  if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return input;
+  TORCH_CHECK(at::isFloatingType(input.scalar_type()), "gyre ", what,
+              ": ReduceOp.PREMUL_SUM needs a floating-point tensor");
+  const auto* factor = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(factor, "gyre ", what, ": ReduceOp.PREMUL_SUM came without its factor");
+#if TORCH_VERSION_MAJOR >= 2
+  const at::Tensor tensorFactor = factor->tensor_factor;
+#else  // one factor per device there
+  const at::Tensor tensorFactor =
+      factor->tensor_factors.empty() ? at::Tensor() : factor->tensor_factors[0];
+#endif
+  if (tensorFactor.defined()) {
+    TORCH_CHECK(tensorFactor.numel() == 1, "gyre ", what,
+                ": ReduceOp.PREMUL_SUM's factor must have one element");
+    return input.mul(tensorFactor.to(input.device(), input.scalar_type()));
+  }
+  return input.mul(factor->double_factor);
 }
 
 // CPU tensors, and CUDA tensors where this module was built with torch's CUDA (stream-ordered
