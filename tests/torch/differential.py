@@ -146,6 +146,7 @@ def run(rank, size, gloo):
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
     close("all_reduce avg", t, torch.tensor([1.5, 3.0]) * (size - 1) / 3)
     check_premul_sum(rank, size)
+    check_complex(rank, size)
     b = torch.tensor([rank == 0, True, False])
     dist.all_reduce(b)  # sum of bools: "any"
     close("all_reduce bool", b, torch.tensor([True, True, False]))
@@ -191,6 +192,63 @@ def check_premul_sum(rank, size):
     except RuntimeError as e:
         if "floating-point" not in str(e):
             raise
+
+
+def check_complex(rank, size):
+    """Complex tensors travel as their real and imaginary parts, as ProcessGroupNCCL sends them:
+    every collective that moves them, and the sums (SUM, AVG, PREMUL_SUM); PRODUCT, MIN and MAX
+    are refused. Small integers in both parts: every result exact."""
+    for dtype in (torch.complex64, torch.complex128):
+        def value(r, n=6):  # rank r's input
+            base = torch.arange(n, dtype=torch.float64)
+            return torch.complex(base + r, -2 * base - r).to(dtype)
+
+        def total(n=6):
+            return sum(value(r, n) for r in range(size))
+
+        t = value(rank)
+        dist.all_reduce(t)
+        close(f"all_reduce {dtype}", t, total())
+        t = value(rank)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        close(f"all_reduce avg {dtype}", t, total() / size)
+        t = value(rank)
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        close(f"all_reduce premul_sum {dtype}", t, total() / 2)
+        strided = value(rank, 12)[::2]  # not contiguous
+        dist.all_reduce(strided)
+        close(f"all_reduce strided {dtype}", strided, total(12)[::2])
+        b = value(rank) if rank == size - 1 else torch.zeros(6, dtype=dtype)
+        dist.broadcast(b, src=size - 1)
+        close(f"broadcast {dtype}", b, value(size - 1))
+        everyone = torch.cat([value(r) for r in range(size)])
+        out = torch.zeros(size * 6, dtype=dtype)
+        dist.all_gather_into_tensor(out, value(rank))
+        close(f"all_gather_into_tensor {dtype}", out, everyone)
+        parts = [torch.zeros(6, dtype=dtype) for _ in range(size)]
+        dist.all_gather(parts, value(rank))
+        close(f"all_gather {dtype}", torch.cat(parts), everyone)
+        rs = torch.zeros(3, dtype=dtype)
+        dist.reduce_scatter_tensor(rs, value(rank, 3 * size))
+        close(f"reduce_scatter_tensor {dtype}", rs, total(3 * size)[3 * rank:3 * rank + 3])
+        r = value(rank)
+        dist.reduce(r, dst=0)
+        close(f"reduce {dtype}", r, total() if rank == 0 else value(rank))
+        rows = [d + 1 for d in range(size)]  # rank r sends d + 1 rows to rank d
+        src = torch.cat([value(rank * 10 + d, 2 * rows[d]).view(rows[d], 2) for d in range(size)])
+        dst = torch.zeros(size * rows[rank], 2, dtype=dtype)
+        dist.all_to_all_single(dst, src, output_split_sizes=[rows[rank]] * size,
+                               input_split_sizes=rows)
+        want = torch.cat([value(s * 10 + rank, 2 * rows[rank]).view(rows[rank], 2)
+                          for s in range(size)])
+        close(f"all_to_all_single uneven {dtype}", dst, want)
+        for op in (dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+            try:  # torch's all_reduce refuses these itself; its reduce_scatter_tensor does not
+                dist.reduce_scatter_tensor(rs, value(rank, 3 * size), op=op)
+                raise AssertionError(f"{op} of complex tensors was accepted")
+            except (RuntimeError, ValueError) as e:
+                if "complex" not in str(e):
+                    raise
 
 
 def main(rank, size):

@@ -31,10 +31,6 @@ std::function<void()> scatterInto(Tensors parts, at::Tensor flat) {
   };
 }
 
-size_t count(const at::Tensor& t) {
-  return size_t(t.numel());
-}
-
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(Tensors& tensors,
@@ -46,7 +42,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::broadcast(Tensors& tensors,
   const auto type = typeOf(ws, "broadcast");
   const int root = int(opts.rootRank);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), count(ws), type, root, comm, stream);
+    return gyreBroadcast(ws.data_ptr(), ws.data_ptr(), gyreCount(ws), type, root, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws};
@@ -63,7 +59,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce(Tensors& tensors,
   const auto op = reduceOpOf(opts.reduceOp, ws, "all_reduce");
   at::Tensor in = preMultiplied(opts.reduceOp, ws, "all_reduce");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreAllReduce(in.data_ptr(), ws.data_ptr(), count(ws), type, op, comm, stream);
+    return gyreAllReduce(in.data_ptr(), ws.data_ptr(), gyreCount(ws), type, op, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws, in};
@@ -88,7 +84,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allreduce_coalesced(
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     for (size_t i = 0; i < spaces.size(); ++i) {
       const auto& ws = spaces[i];
-      const gyreResult_t r = gyreAllReduce(inputs[i].data_ptr(), ws.data_ptr(), count(ws),
+      const gyreResult_t r = gyreAllReduce(inputs[i].data_ptr(), ws.data_ptr(), gyreCount(ws),
                                            kinds[i].first, kinds[i].second, comm, stream);
       if (r != gyreSuccess) return r;
     }
@@ -112,8 +108,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce(Tensors& tensors,
   const auto op = reduceOpOf(opts.reduceOp, ws, "reduce");
   at::Tensor in = preMultiplied(opts.reduceOp, ws, "reduce");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreReduce(in.data_ptr(), isRoot ? ws.data_ptr() : nullptr, count(ws), type, op, root,
-                      comm, stream);
+    return gyreReduce(in.data_ptr(), isRoot ? ws.data_ptr() : nullptr, gyreCount(ws), type, op,
+                      root, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {ws, in};
@@ -132,7 +128,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather(std::vector<Tensors>& outp
   at::Tensor flat = at::empty({int64_t(getSize()) * inputs[0].numel()}, in.options());
   const auto type = typeOf(in, "all_gather");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreAllGather(in.data_ptr(), flat.data_ptr(), count(in), type, comm, stream);
+    return gyreAllGather(in.data_ptr(), flat.data_ptr(), gyreCount(in), type, comm, stream);
   };
   l.finishers.push_back(scatterInto(outputs[0], flat));
   l.outputs = outputs[0];
@@ -154,7 +150,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_allgather_base(at::Tensor& output, 
   at::Tensor out = workspace(output, true, l.finishers);
   const auto type = typeOf(in, l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreAllGather(in.data_ptr(), out.data_ptr(), count(in), type, comm, stream);
+    return gyreAllGather(in.data_ptr(), out.data_ptr(), gyreCount(in), type, comm, stream);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -185,8 +181,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::allgather_coalesced(
   }
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
     for (size_t i = 0; i < ins.size(); ++i) {
-      const gyreResult_t r = gyreAllGather(ins[i].data_ptr(), flats[i].data_ptr(), count(ins[i]),
-                                           types[i], comm, stream);
+      const gyreResult_t r = gyreAllGather(ins[i].data_ptr(), flats[i].data_ptr(),
+                                           gyreCount(ins[i]), types[i], comm, stream);
       if (r != gyreSuccess) return r;
     }
     return gyreSuccess;
@@ -215,7 +211,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::gather(std::vector<Tensors>& outputs
   }
   const auto type = typeOf(in, "gather");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreGather(in.data_ptr(), isRoot ? flat.data_ptr() : nullptr, count(in), type, root,
+    return gyreGather(in.data_ptr(), isRoot ? flat.data_ptr() : nullptr, gyreCount(in), type, root,
                       comm, stream);
   };
   l.keepAlive = {in, flat};
@@ -238,8 +234,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::scatter(Tensors& outputs, std::vecto
   }
   const auto type = typeOf(out, "scatter");
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreScatter(isRoot ? flat.data_ptr() : nullptr, out.data_ptr(), count(out), type, root,
-                       comm, stream);
+    return gyreScatter(isRoot ? flat.data_ptr() : nullptr, out.data_ptr(), gyreCount(out), type,
+                       root, comm, stream);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -259,7 +255,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::reduce_scatter(Tensors& outputs,
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
   at::Tensor flat = preMultiplied(opts.reduceOp, concatenated(inputs[0]), l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
+    return gyreReduceScatter(flat.data_ptr(), out.data_ptr(), gyreCount(out), type, op, comm,
+                             stream);
   };
   l.outputs = outputs;
   l.keepAlive = {out, flat};
@@ -281,7 +278,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::_reduce_scatter_base(
   const auto op = reduceOpOf(opts.reduceOp, out, l.what);
   at::Tensor in = preMultiplied(opts.reduceOp, input.contiguous(), l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), count(out), type, op, comm, stream);
+    return gyreReduceScatter(in.data_ptr(), out.data_ptr(), gyreCount(out), type, op, comm, stream);
   };
   l.outputs = {output};
   l.keepAlive = {in, out};
@@ -297,7 +294,7 @@ void blocksOf(const at::Tensor& t, const std::vector<int64_t>& splits, int n,
   counts.assign(size_t(n), 0);
   displs.assign(size_t(n), 0);
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-  const int64_t rowElems = rows == 0 ? 0 : t.numel() / rows;
+  const int64_t rowElems = rows == 0 ? 0 : int64_t(gyreCount(t)) / rows;
   if (splits.empty()) {
     TORCH_CHECK(rows % n == 0, "gyre ", what, ": dim 0 (", rows,
                 ") is not divisible by the world size ", n);
@@ -363,10 +360,10 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::alltoall(Tensors& outputs, Tensors& 
     TORCH_CHECK(
         inputs[i].scalar_type() == in.scalar_type() && outputs[i].scalar_type() == in.scalar_type(),
         "gyre all_to_all: every tensor must have one dtype");
-    sc[i] = count(inputs[i]);
+    sc[i] = gyreCount(inputs[i]);
     sd[i] = s;
     s += sc[i];
-    rc[i] = count(outputs[i]);
+    rc[i] = gyreCount(outputs[i]);
     rd[i] = r;
     r += rc[i];
   }
@@ -389,7 +386,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::send(Tensors& tensors, int dstRank, 
   at::Tensor in = tensors[0].contiguous();
   const auto type = typeOf(in, l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreSend(in.data_ptr(), count(in), type, dstRank, comm, stream);
+    return gyreSend(in.data_ptr(), gyreCount(in), type, dstRank, comm, stream);
   };
   l.keepAlive = {in};
   return launch(std::move(l));
@@ -403,7 +400,7 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::recv(Tensors& tensors, int srcRank, 
   at::Tensor out = workspace(tensors[0], true, l.finishers);
   const auto type = typeOf(out, l.what);
   l.call = [=](gyreComm_t comm, gyreStream_t stream) {
-    return gyreRecv(out.data_ptr(), count(out), type, srcRank, comm, stream);
+    return gyreRecv(out.data_ptr(), gyreCount(out), type, srcRank, comm, stream);
   };
   l.outputs = tensors;
   l.keepAlive = {out};

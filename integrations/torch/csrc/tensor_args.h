@@ -13,12 +13,16 @@
 
 namespace gyre_torch {
 
-// gyre's type for a torch dtype; bool travels as uint8 (see reduceOpOf).
+// gyre's type for a torch dtype; bool travels as uint8 (see reduceOpOf), and a complex number
+// as its real and imaginary parts, two floats of its precision (gyreCount counts both), as
+// ProcessGroupNCCL sends them.
 inline gyreDataType_t typeOf(const at::Tensor& t, const char* what) {
   switch (t.scalar_type()) {
     case at::kFloat:
+    case at::kComplexFloat:
       return gyreFloat32;
     case at::kDouble:
+    case at::kComplexDouble:
       return gyreFloat64;
     case at::kHalf:
       return gyreFloat16;
@@ -36,15 +40,27 @@ inline gyreDataType_t typeOf(const at::Tensor& t, const char* what) {
       return gyreInt64;
     default:
       TORCH_CHECK(false, "gyre ", what, ": dtype ", t.scalar_type(),
-                  " is not supported (float32/64, float16, bfloat16, int8, uint8, int32, int64, "
-                  "bool are)");
+                  " is not supported (float32/64, float16, bfloat16, complex64/128, int8, uint8, "
+                  "int32, int64, bool are)");
   }
 }
 
+// The elements of typeOf(t) that `t` holds: a complex number is two.
+inline size_t gyreCount(const at::Tensor& t) {
+  return size_t(t.numel()) * (t.is_complex() ? 2 : 1);
+}
+
+inline bool floatingOrComplex(const at::Tensor& t) {
+  return at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type());
+}
+
 // Bools reduce as uint8 0/1: sum and max are "any", product and min are "all". PREMUL_SUM
-// sums what preMultiplied made of the inputs.
+// sums what preMultiplied made of the inputs. Complex numbers only sum (part by part).
 inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
   const bool isBool = t.scalar_type() == at::kBool;
+  TORCH_CHECK(!t.is_complex() || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG ||
+                  op.op_ == c10d::ReduceOp::PREMUL_SUM,
+              "gyre ", what, ": complex tensors reduce only with SUM, AVG and PREMUL_SUM");
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
       return isBool ? gyreMax : gyreSum;
@@ -55,8 +71,8 @@ inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, con
     case c10d::ReduceOp::MAX:
       return gyreMax;
     case c10d::ReduceOp::AVG:
-      TORCH_CHECK(!isBool && at::isFloatingType(t.scalar_type()), "gyre ", what,
-                  ": ReduceOp.AVG needs a floating-point tensor");
+      TORCH_CHECK(floatingOrComplex(t), "gyre ", what,
+                  ": ReduceOp.AVG needs a floating-point or complex tensor");
       return gyreAvg;
     case c10d::ReduceOp::PREMUL_SUM:
       return gyreSum;
@@ -74,8 +90,8 @@ inline gyreRedOp_t reduceOpOf(const c10d::ReduceOp& op, const at::Tensor& t, con
 inline at::Tensor preMultiplied(const c10d::ReduceOp& op, const at::Tensor& input,
                                 const char* what) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return input;
-  TORCH_CHECK(at::isFloatingType(input.scalar_type()), "gyre ", what,
-              ": ReduceOp.PREMUL_SUM needs a floating-point tensor");
+  TORCH_CHECK(floatingOrComplex(input), "gyre ", what,
+              ": ReduceOp.PREMUL_SUM needs a floating-point or complex tensor");
   const auto* factor = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK(factor, "gyre ", what, ": ReduceOp.PREMUL_SUM came without its factor");
 #if TORCH_VERSION_MAJOR >= 2
