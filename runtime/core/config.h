@@ -44,7 +44,7 @@ struct CommConfig {
   // memory slot, the window's data blocks) moves to a new place of its slot or block each time
   // round (spreadOffset): auto (where every rank has a core, the CPUs of ranks 0 and 1 sit close
   // but do not share a core's caches, and the slots are not streamed), on or off
-  // (docs/tuning.md).
+  // (docs/tuning_shm.md).
   enum class SlotSpread { automatic, on, off } slotSpread = SlotSpread::automatic;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;

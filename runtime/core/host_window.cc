@@ -41,7 +41,7 @@ constexpr auto kProbeWait = std::chrono::seconds(2);
 constexpr double kSharedCoresProbeEvery = 10;
 // A kernel copy of 1 MiB at this many hundredths of a memcpy's time or more counts as slow: the
 // shm single copy and the direct reads were fitted where it took 1.9 times as long and won;
-// at 4.5 times, two copies through slots beat them by up to 2.2 times (docs/tuning.md).
+// at 4.5 times, two copies through slots beat them by up to 2.2 times (docs/tuning_shm.md).
 constexpr long kKernelCopySlowPercent = 300;
 
 }  // namespace
@@ -143,7 +143,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
                        "register for membarrier's global barriers");
   }
   // Where the kernel's copy is much slower than a memcpy, two copies through slots beat one
-  // through the kernel: no single copy, and no direct read unless forced (docs/tuning.md).
+  // through the kernel: no single copy, and no direct read unless forced (docs/tuning_shm.md).
   if (kernelCopyPercent >= kKernelCopySlowPercent) {
     transports->setSingleCopyBytes(0);
     tuner->setKernelCopySlow(true);

@@ -29,7 +29,7 @@ constexpr double kShmBetaBytesUs = 8000.0;
 // The doubling's one exchange of the whole buffer against the ring's two halves depends on how
 // far apart the ranks' CPUs sit: at n = 2, 16 KiB to 16 MiB, the ring took 0.65-0.75 times the
 // doubling's time where one cache line went between them and back in 70-80 ns, and 1.4-1.6
-// times where it took 290-390 ns (docs/tuning.md). The communicator's probe bounces two lines,
+// times where it took 290-390 ns (docs/tuning_shm.md). The communicator's probe bounces two lines,
 // one written by each rank: 115-150 ns close, 530-545 far apart on that machine. Unmeasured,
 // the CPUs are taken to be close.
 constexpr double kShmWholeBufferStep = 1.5;
@@ -38,24 +38,24 @@ constexpr double kFarRoundTripNs = 300;
 constexpr double kSharedCacheRoundTripNs = 80;
 // Far apart, every line a slot or a post carries crosses at that distance twice (written on
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
-// 1400-1900 bytes/us against 8000 close (docs/tuning.md).
+// 1400-1900 bytes/us against 8000 close (docs/tuning_shm.md).
 constexpr double kShmFarBetaBytesUs = 1500.0;
 // Unless the slots are filled with streaming stores there (GYRE_SLOT_STORES=auto): the reader
 // then takes the lines from memory. n = 2, far apart: the ring all-reduce took 6.9-7.2 us at
 // 64 KiB, 62-77 at 1 MiB and 1360-1450 at 16 MiB, about 14000 bytes/us; the doubling, which
 // did not gain from the stores, 6.3 and 87-91 (w = 1.13), and a one-shot post of 64 KiB 5.4
-// (docs/tuning.md).
+// (docs/tuning_shm.md).
 constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
 constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // Close by, a two-rank broadcast below 128 KiB through streamed slots (LinkCost::
 // broadcastsStreamedBelow) moves its bytes at 0.6 times the cached price: 2.0-2.4 us at 16 KiB
-// in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning.md).
+// in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning_shm.md).
 constexpr double kShmCloseStreamedBroadcastBytes = 0.6;
 // The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
 // depend on where the CPUs sit, 7-11 GB/s per core on this machine (3-4 times slower than a
 // memcpy), and each system call costs about 2 us even for a few bytes: a call costs 1 us for
 // its waits and 2.5 us per system call a rank makes in turn, then the bytes each rank moves.
-// n = 2 (docs/tuning.md): at 4 KiB the all-reduce (two calls) took 6-7 us, the all-gather and
+// n = 2 (docs/tuning_shm.md): at 4 KiB the all-reduce (two calls) took 6-7 us, the all-gather and
 // the broadcast (one each) 3.1-4.5; at 1 MiB the all-reduce, which moves 2(n - 1)/n of the
 // buffer and reduces 1/n, took 182-261 us, the all-gather, reading (n - 1)/n, 76-91, and the
 // broadcast, whose root writes 1/n into every other rank while they read the rest, 53-75.
@@ -248,7 +248,8 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.placedFar = farApart;
   cost.slotsStreamed = streamed;
   // n = 2 broadcasts with the CPUs close: streamed 1.4-1.5 times the cached pace at 32 and 64
-  // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7 (docs/tuning.md).
+  // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7
+  // (docs/tuning_shm.md).
   if (ranksHaveCores && !farApart && streamsWhenFar) cost.broadcastsStreamedBelow = 128 << 10;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
@@ -284,7 +285,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   double steps = -1, factor = 0;
   if (a == Algorithm::directRead) {
     // A fixed cost, then the bytes each rank moves through the kernel, at a pace that does not
-    // depend on where the CPUs sit (docs/tuning.md). The all-reduce reads its share of the
+    // depend on where the CPUs sit (docs/tuning_shm.md). The all-reduce reads its share of the
     // others' inputs and writes the reduced share into their outputs.
     if (!directRead_ || bytes == 0) return -1;
     const double share = (nn - 1) / nn * b;  // what one rank moves each way
@@ -490,7 +491,7 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1
   // against 6.4-7.8 us; far, all-gather of 16 KiB: 3.8-4.1 against 4.8-5.8), though the model,
-  // whose far price for a post was fitted to larger copies, says otherwise (docs/tuning.md).
+  // whose far price for a post was fitted to larger copies, says otherwise (docs/tuning_shm.md).
   if (a == Algorithm::directRead && coll != Collective::all_reduce &&
       bytes < (link_.farApart ? kDirectCopyFarFromBytes : kDirectCopyFromBytes)) {
     return false;

@@ -49,7 +49,7 @@ struct LinkCost {
   // (OpContext::streamSlots follows this), and where ranks have cores the link is priced so.
   bool slotsStreamed = false;
   // Close by, where ranks have cores and the stores follow the placement: two-rank broadcasts
-  // below this stream their slots all the same (docs/tuning.md, "Streamed slots for small
+  // below this stream their slots all the same (docs/tuning_shm.md, "Streamed slots for small
   // broadcasts").
   size_t broadcastsStreamedBelow = 0;
   // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
@@ -100,7 +100,7 @@ class Tuner {
   // A round trip under 80 ns: the probed CPUs share a core's caches (two hardware threads of one
   // core: 47-48 ns where other cores took 93-116 and far ones 475-550). There the window's
   // one-shot took a two-rank broadcast of 16 KiB in 0.72 us and the streamed ring in 2.1-2.2, so
-  // such broadcasts keep cached slots and their price (docs/tuning.md).
+  // such broadcasts keep cached slots and their price (docs/tuning_shm.md).
   static bool sharesCache(double roundTripNs);
   void setCacheShared(bool shared) { cacheShared_ = shared; }
   bool cacheShared() const { return cacheShared_; }
@@ -141,7 +141,7 @@ class Tuner {
   // (OpContext::streamSlots); `spread`, its payloads spread (OpContext::spreadSlots) where every
   // rank has a core and the probed CPUs sit close but do not share a core's caches, and the
   // slots are not streamed. Spreading is not priced: the slots and the window gain alike
-  // (docs/tuning.md).
+  // (docs/tuning_shm.md).
   struct SlotWrites {
     bool streamed = false;
     bool spread = false;

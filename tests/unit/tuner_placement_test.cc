@@ -136,7 +136,7 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
 
 // Far apart every call's slots are streamed; close by only a two-rank broadcast's below 128
 // KiB, where ranks have cores, the stores follow the placement and the CPUs do not share a
-// core's caches (docs/tuning.md).
+// core's caches (docs/tuning_shm.md).
 TEST_CASE("the tuner: which calls stream their slots") {
   const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   CHECK(close.streamsSlots(Collective::broadcast, 32 << 10, 2));
