@@ -105,6 +105,20 @@ void copy(void* dst, void* dst2, const void* src, size_t bytes, Stores stores) {
   if (stores.dst || stores.dst2) storeFence();
 }
 
+void scale(DataType type, void* dst, const void* src, const void* factor, size_t n) {
+  // The product kernel against a block of copies of the factor, a block at a time.
+  const size_t es = dataTypeSize(type);
+  const size_t perBlock = kStreamBlockBytes / es;
+  alignas(64) std::byte factors[kStreamBlockBytes];
+  for (size_t i = 0; i < std::min(perBlock, n); ++i) std::memcpy(factors + i * es, factor, es);
+  const ReduceFn fn = chosenReduce.load(std::memory_order_relaxed);
+  for (size_t done = 0; done < n; done += perBlock) {
+    const size_t k = std::min(perBlock, n - done), off = done * es;
+    fn(type, RedOp::prod, static_cast<std::byte*>(dst) + off, nullptr,
+       static_cast<const std::byte*>(src) + off, factors, k, 0);
+  }
+}
+
 const char* isaName() {
   return isa().name;
 }

@@ -27,6 +27,10 @@ void reduce(DataType type, RedOp op, void* dst, void* dst2, const void* a, const
 // dst = src (and dst2 = src when dst2 is not null); a no-op copy where dst == src.
 void copy(void* dst, void* dst2, const void* src, size_t bytes, Stores stores = {});
 
+// dst[i] = src[i] * *factor for i < n (one element of `type`), as RedOp::prod multiplies;
+// dst may be exactly src.
+void scale(DataType type, void* dst, const void* src, const void* factor, size_t n);
+
 // The instruction set the kernels use on this CPU, for logs and benchmarks.
 const char* isaName();
 

@@ -213,6 +213,32 @@ TEST_CASE("copy") {
   CHECK(src == std::vector<int32_t>{1, 2, 3, 4});
 }
 
+// scale (premul sums) multiplies by one factor as the product kernel multiplies by a buffer of
+// copies of it: bit for bit, every type, lengths across its 4 KiB blocks, in place, and
+// nothing written past n.
+TEST_CASE("scale: the product kernel against one factor") {
+  std::mt19937_64 rng(11);
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const auto type = DataType(t);
+    const size_t es = dataTypeSize(type);
+    for (size_t n : {size_t(0), size_t(1), size_t(7), 4096 / es - 1, 4096 / es + 3, size_t(5000)}) {
+      CAPTURE(t);
+      CAPTURE(n);
+      std::vector<unsigned char> src(n * es + 64), factors(n * es + 64), dst(n * es + 64, 0xAB);
+      for (auto& b : src) b = static_cast<unsigned char>(rng());
+      unsigned char factor[8];
+      for (auto& b : factor) b = static_cast<unsigned char>(rng() % 4);  // small: no overflow
+      for (size_t i = 0; i < n; ++i) std::memcpy(&factors[i * es], factor, es);
+      std::vector<unsigned char> want(n * es + 64, 0xAB);
+      cpu::reduce(type, RedOp::prod, want.data(), nullptr, src.data(), factors.data(), n, 0);
+      cpu::scale(type, dst.data(), src.data(), factor, n);
+      CHECK(std::memcmp(dst.data(), want.data(), dst.size()) == 0);
+      cpu::scale(type, src.data(), src.data(), factor, n);  // in place
+      CHECK(std::memcmp(src.data(), want.data(), n * es) == 0);
+    }
+  }
+}
+
 // Streaming stores go out a 4 KiB block at a time, with unaligned heads and tails: lengths
 // across blocks, destinations an element or a few off 16-byte alignment, every choice of which
 // destination streams, in place, and nothing written outside [0, n).
