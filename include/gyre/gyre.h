@@ -61,8 +61,17 @@ typedef enum {
   gyreMin = 2,
   gyreMax = 3,
   gyreAvg = 4,
-  gyreNumOps = 5
+  gyreNumOps = 5,
+  /* Ops from gyreRedOpCreatePreMulSum take values from gyreNumOps up. */
+  gyreMaxRedOp = 0x7fffffff
 } gyreRedOp_t;
+
+/* Where the scalar of gyreRedOpCreatePreMulSum lives, as NCCL's ncclScalarResidence_t. */
+typedef enum {
+  gyreScalarDevice = 0,        /* read from that memory (device or host) as each call runs */
+  gyreScalarHostImmediate = 1, /* host memory, read once by gyreRedOpCreatePreMulSum */
+  gyreNumScalarResidences = 2
+} gyreScalarResidence_t;
 
 typedef struct gyreComm* gyreComm_t;
 /* Asynchronous work started by gyreGroupEndAsync. */
@@ -133,6 +142,17 @@ GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);
 GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
 GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
 GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+
+/* A sum in which every rank's input is first multiplied by the scalar (one element of
+ * `datatype`), as NCCL's ncclRedOpCreatePreMulSum: an op for gyreAllReduce, gyreReduce and
+ * gyreReduceScatter of that datatype on `comm` alone, until gyreRedOpDestroy. The caller's
+ * input is left as it was. A gyreScalarDevice scalar is read in stream order where the call is
+ * stream-ordered. Such calls run through host memory (staged where the buffers are on a GPU)
+ * and are not fused in groups (docs/collectives.md). */
+GYRE_API gyreResult_t gyreRedOpCreatePreMulSum(gyreRedOp_t* op, void* scalar,
+                                               gyreDataType_t datatype,
+                                               gyreScalarResidence_t residence, gyreComm_t comm);
+GYRE_API gyreResult_t gyreRedOpDestroy(gyreRedOp_t op, gyreComm_t comm);
 
 GYRE_API gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                     gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,

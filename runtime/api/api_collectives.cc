@@ -1,6 +1,7 @@
-// The C API's collectives and groups (work handles: api_work.cc). Host buffers with no
-// stream run the blocking host form (or are deferred inside a group); a stream or CUDA device
-// memory takes the stream-ordered form (docs/cuda.md).
+// The C API's collectives and groups (work handles: api_work.cc; a group's stream-ordered
+// calls: api_stream_group.cc; premul sums: api_premul.cc). Host buffers with no stream run the
+// blocking host form (or are deferred inside a group); a stream or CUDA device memory takes the
+// stream-ordered form (docs/cuda.md).
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -14,22 +15,6 @@ using namespace gyre::api;
 
 namespace {
 
-// Calls deferred between gyreGroupStart and gyreGroupEnd on this thread.
-using Staged = std::vector<void*>;
-// A stream-ordered call deferred in a group: its buffers, how to make its GroupOp from their
-// staged copies once the group runs, and the call as it would be enqueued alone (a group of
-// collectives that all have a kernel form is enqueued call by call, runStreamGroup).
-struct StreamOp {
-  gyreComm_t comm;
-  gyreStream_t stream;
-  std::vector<gyre::StagedBuffer> buffers;
-  std::function<gyre::GroupOp(const Staged&)> make;
-  const char* what;
-  gyre::StagedBody body;
-  size_t elems;
-  size_t elemBytes;
-  std::optional<gyre::KernelCall> kernel;
-};
 struct GroupState {
   std::vector<std::pair<gyreComm_t, gyre::GroupOp>> ops;
   std::vector<StreamOp> streamOps;
@@ -187,56 +172,30 @@ std::function<gyre::GroupOp(const Staged&)> staging(gyre::GroupOp g) {
   };
 }
 
-// The stream-ordered calls of a group, per communicator in order of first use. Where each of a
-// communicator's calls is a collective with a kernel form on device memory, they are enqueued
-// one by one as outside a group (the cuda_ipc kernels: a framework that wraps every call in a
-// group, as torch's backend does, keeps them); else one staged call, whose host part runs them
-// as a group (fused all-reduces, sends and receives together).
-void runStreamGroup(std::vector<StreamOp> ops) {
-  std::vector<gyreComm_t> order;
-  for (const auto& op : ops)
-    if (std::find(order.begin(), order.end(), op.comm) == order.end()) order.push_back(op.comm);
-  for (gyreComm_t comm : order) {
-    const bool callByCall = std::all_of(ops.begin(), ops.end(), [comm](const StreamOp& op) {
-      return op.comm != comm || (op.kernel && gyre::onDevice(op.buffers));
-    });
-    std::vector<gyre::StagedBuffer> buffers;
-    std::vector<std::pair<size_t, std::function<gyre::GroupOp(const Staged&)>>> parts;
-    gyreStream_t stream = nullptr;
-    bool first = true;
-    for (auto& op : ops) {
-      if (op.comm != comm) continue;
-      if (!first && op.stream != stream) {
-        gyre::fail(gyre::Code::invalid_usage, "rank " + std::to_string(commOf(comm).rank()) +
-                                                  ": a group's stream-ordered calls on one "
-                                                  "communicator must use one stream");
-      }
-      stream = op.stream;
-      first = false;
-      if (callByCall) continue;
-      parts.emplace_back(op.buffers.size(), std::move(op.make));
-      for (auto& b : op.buffers) buffers.push_back(b);
-    }
-    if (callByCall) {
-      for (auto& op : ops) {
-        if (op.comm != comm) continue;
-        commOf(comm).enqueueOnStream(op.stream, op.what, std::move(op.buffers), std::move(op.body),
-                                     op.elems, op.elemBytes, op.kernel);
-      }
-      continue;
-    }
-    commOf(comm).enqueueOnStream(
-        stream, "group", std::move(buffers),
-        [parts = std::move(parts)](gyre::Communicator& c, const Staged& staged, size_t) {
-          std::vector<gyre::GroupOp> group;
-          size_t at = 0;
-          for (const auto& [n, make] : parts) {
-            group.push_back(make(Staged(staged.begin() + long(at), staged.begin() + long(at + n))));
-            at += n;
-          }
-          c.runGroup(group);
-        });
+// A call with a premul sum (gyreRedOpCreatePreMulSum): its input scaled into a new buffer as
+// the call runs (in stream order where it is stream-ordered, the scalar too), then summed by
+// `sum`. Never a kernel and never fused in a group: the scaling comes first.
+void preMulCall(gyreComm_t comm, gyreStream_t stream, const char* what, const PreMulSum& p,
+                const void* send, size_t inCount, void* recv, size_t outBytes,
+                std::function<void(gyre::Communicator&, const void* in, void* out)> sum) {
+  const size_t inBytes = bytesOf(comm, what, inCount, p.type);
+  // Checked here: the collective itself sees only the scaled copy.
+  if (inBytes && !send)
+    gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": sendbuff is null");
+  if (outBytes && !recv)
+    gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": recvbuff is null");
+  if (onStream(stream, {send, recv, p.immediate ? nullptr : p.scalar})) {
+    std::vector<gyre::StagedBuffer> buffers{{send, inBytes, In, "sendbuff"},
+                                            {recv, outBytes, Out, "recvbuff"}};
+    if (!p.immediate) buffers.push_back({p.scalar, gyre::dataTypeSize(p.type), In, "scalar"});
+    return streamed(comm, stream, what, std::move(buffers),
+                    [=](gyre::Communicator& c, const Staged& s, size_t) {
+                      sum(c, preMultiplied(p, s[0], inCount, p.immediate ? nullptr : s[2]).get(),
+                          s[1]);
+                    });
   }
+  runOrDefer(comm,
+             [=](gyre::Communicator& c) { sum(c, preMultiplied(p, send, inCount).get(), recv); });
 }
 
 }  // namespace
@@ -247,6 +206,13 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                            gyreStream_t stream) {
   return guarded([&] {
+    if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "all_reduce")) {
+      return preMulCall(comm, stream, "all_reduce", *p, sendbuff, count, recvbuff,
+                        bytesOf(comm, "all_reduce", count, p->type),
+                        [=](gyre::Communicator& c, const void* in, void* out) {
+                          c.allReduce(in, out, count, p->type, gyre::RedOp::sum);
+                        });
+    }
     auto g = groupOp(gyre::Collective::all_reduce, sendbuff, recvbuff, count, typeOf(datatype),
                      opOf(op));
     if (onStream(stream, {sendbuff, recvbuff})) {
@@ -286,6 +252,14 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                gyreDataType_t datatype, gyreRedOp_t op, gyreComm_t comm,
                                gyreStream_t stream) {
   return guarded([&] {
+    if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "reduce_scatter")) {
+      const size_t n = size_t(commOf(comm).size());
+      return preMulCall(comm, stream, "reduce_scatter", *p, sendbuff, recvcount * n, recvbuff,
+                        bytesOf(comm, "reduce_scatter", recvcount, p->type),
+                        [=](gyre::Communicator& c, const void* in, void* out) {
+                          c.reduceScatter(in, out, recvcount, p->type, gyre::RedOp::sum);
+                        });
+    }
     auto g = groupOp(gyre::Collective::reduce_scatter, sendbuff, recvbuff, recvcount,
                      typeOf(datatype), opOf(op));
     if (onStream(stream, {sendbuff, recvbuff})) {
@@ -329,6 +303,14 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
                         gyreRedOp_t op, int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {
+    if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "reduce")) {
+      const bool isRoot = checkedRoot(comm, "reduce", root);
+      return preMulCall(comm, stream, "reduce", *p, sendbuff, count, isRoot ? recvbuff : nullptr,
+                        isRoot ? bytesOf(comm, "reduce", count, p->type) : 0,
+                        [=](gyre::Communicator& c, const void* in, void* out) {
+                          c.reduce(in, out, count, p->type, gyre::RedOp::sum, root);
+                        });
+    }
     auto g =
         groupOp(gyre::Collective::reduce, sendbuff, recvbuff, count, typeOf(datatype), opOf(op));
     g.root = root;

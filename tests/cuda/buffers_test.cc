@@ -5,8 +5,8 @@
 // run (printed; GYRE_TEST_SEED replays it) and chosen so that every result is exact in its
 // type, so results are compared bit for bit. Then stream order (a kernel writes the input
 // right before the call and another reads the output right after, ten calls deep with no
-// synchronization between), groups, two streams per rank, and the kinds of memory. Graph
-// capture and streams let go on failures: failures_test.cc. Without a CUDA device the program
+// synchronization between), groups, two streams per rank, premul sums, and the kinds of memory.
+// Graph capture and streams let go on failures: failures_test.cc. Without a CUDA device the program
 // exits 77 (ctest: skipped).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -365,6 +366,43 @@ TEST_CASE("device memory can be registered; sends from it are exact, deregistere
   checkBytes(to.download(), 0, inputOf(data, 0, 0, count), "send from registered device memory");
   OK(gyreCommDeregister(job.comms[0], handle));
   CHECK(failureOf(job.comms[0]) == "ok");
+}
+
+// Premul sums on device buffers: staged, the scalar of a gyreScalarDevice op read in stream
+// order (the stream writes it right before each call), the input left as it was.
+TEST_CASE("premul sums in stream order: the device scalar as the stream left it, exact") {
+  const int n = 2;
+  Job job(n);
+  const size_t count = 1031, bytes = count * 4;
+  const float factors[4] = {0.5f, 2.0f, -1.0f, 4.0f};
+  job.run([&](int r) {
+    gyreComm_t comm = job.comms[r];
+    cudaStream_t s = job.streams[r];
+    std::vector<float> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = float((r + 1) * int(i % 50));
+    std::vector<unsigned char> inBytes(bytes);
+    std::memcpy(inBytes.data(), in.data(), bytes);
+    DeviceBuffer send(bytes), scalar(4);
+    send.upload(inBytes);
+    gyreRedOp_t op;
+    OK(gyreRedOpCreatePreMulSum(&op, scalar.p, gyreFloat32, gyreScalarDevice, comm));
+    std::vector<std::unique_ptr<DeviceBuffer>> outs;
+    for (const float& f : factors) {
+      CUDA_OK(cudaMemcpyAsync(scalar.p, &f, 4, cudaMemcpyHostToDevice, s));
+      outs.push_back(std::make_unique<DeviceBuffer>(bytes));
+      OK(gyreAllReduce(send.p, outs.back()->p, count, gyreFloat32, op, comm, s));
+    }
+    CUDA_OK(cudaStreamSynchronize(s));
+    for (size_t k = 0; k < 4; ++k) {
+      std::vector<float> want(count);
+      for (size_t i = 0; i < count; ++i) want[i] = factors[k] * 3.0f * float(i % 50);
+      std::vector<unsigned char> wantBytes(bytes);
+      std::memcpy(wantBytes.data(), want.data(), bytes);
+      checkBytes(outs[k]->download(), 0, wantBytes, "premul sum, factor " + std::to_string(k));
+    }
+    checkBytes(send.download(), 0, inBytes, "the premul sum's input");
+    OK(gyreRedOpDestroy(op, comm));
+  });
 }
 
 TEST_CASE("device memory with no stream runs on the default stream") {

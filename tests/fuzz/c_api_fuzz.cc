@@ -62,9 +62,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Exactly sized heap blocks: AddressSanitizer reports any byte outside them.
   std::vector<uint8_t> a(kArenaBytes, 0x5a), b(kArenaBytes, 0xa5);
   int groupDepth = 0;
+  std::vector<gyreRedOp_t> made;  // premul sums, destroyed before the arenas go
   for (int call = 0; call < 12 && !in.empty(); ++call) {
-    const uint8_t kind = in.byte() % 16;
-    // Unknown values too, within what the enums can hold (0..15, 0..7): a C caller's -1 is
+    const uint8_t kind = in.byte() % 17;
+    // Unknown values too, within what the enums can hold (0..15, 0..7, 0..3): a C caller's -1 is
     // beyond a C++ enum's range, which UBSan reports at the call itself.
     const auto type = static_cast<gyreDataType_t>(in.byte() % 16);
     const auto op = static_cast<gyreRedOp_t>(in.byte() % 8);
@@ -136,6 +137,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           r = gyreGroupEnd();
         }
         break;
+      case 15: {
+        // Premul sums take the op numbers from gyreNumOps up, which `op` reaches; the scalar is
+        // read from the arena, which outlives every call of this input.
+        gyreRedOp_t premul = gyreSum;
+        const auto residence = static_cast<gyreScalarResidence_t>(in.byte() % 4);
+        r = gyreRedOpCreatePreMulSum(&premul, send, type, residence, comm);
+        if (r == gyreSuccess) made.push_back(premul);
+        break;
+      }
       default:
         r = gyreAllReduce(nullptr, nullptr, count, type, op, nullptr, nullptr);
         break;
@@ -143,5 +153,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     checkResult(r);
   }
   while (groupDepth-- > 0) checkResult(gyreGroupEnd());
+  for (gyreRedOp_t op : made) checkResult(gyreRedOpDestroy(op, comm));
   return 0;
 }
