@@ -3,6 +3,7 @@
 // blocking host form (or are deferred inside a group); a stream or CUDA device memory takes the
 // stream-ordered form (docs/cuda.md).
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -519,11 +520,26 @@ gyreResult_t gyreGroupEnd(void) {
     } catch (const gyre::Failure& f) {
       first = std::make_unique<gyre::Failure>(f);
     }
-    for (auto& [comm, ops] : takeGroup()) {
+    auto parts = takeGroup();
+    if (parts.size() == 1) {  // on this thread: no hand-over for the common case
       try {
-        commOf(comm).runGroup(ops);
+        commOf(parts[0].first).runGroup(parts[0].second);
       } catch (const gyre::Failure& f) {
         if (!first) first = std::make_unique<gyre::Failure>(f);
+      }
+    } else {
+      // Several communicators progress together, as NCCL's group does: one part waiting on
+      // its peers must not hold back another (the ranks may order them differently, or this
+      // thread may drive several ranks). Each part runs on its communicator's worker; the
+      // parts' own waits have deadlines.
+      std::vector<std::shared_ptr<gyre::Work>> works;
+      for (auto& [comm, ops] : parts) {
+        works.push_back(commOf(comm).async(
+            [ops = std::move(ops)](gyre::Communicator& c) { c.runGroup(ops); }, false));
+      }
+      for (auto& work : works) {
+        const gyre::Status s = work->wait(std::chrono::hours(24 * 365), false);
+        if (!s.ok() && !first) first = std::make_unique<gyre::Failure>(s);
       }
     }
     if (first) throw *first;

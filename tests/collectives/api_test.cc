@@ -181,6 +181,50 @@ TEST_CASE("groups: fused all-reduces and sends and receives that would block one
   destroy(comms);
 }
 
+TEST_CASE("groups over several communicators: they progress together, in any order") {
+  const int n = 2;
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 20000;  // one part run after the other would wait for this, then fail
+  auto comms = initComms(n, &config);
+  std::vector<gyreComm_t> dups(n);
+  gyre::test::onThreads(n, [&](int r) { OK(gyreCommDup(comms[r], &dups[r])); });
+  // The two ranks group the same two calls in opposite orders.
+  gyre::test::onThreads(n, [&](int r) {
+    std::vector<int32_t> a(5000, r + 1), b(3000, 10 * (r + 1));
+    gyreComm_t first = r == 0 ? comms[r] : dups[r], second = r == 0 ? dups[r] : comms[r];
+    int32_t* firstBuf = r == 0 ? a.data() : b.data();
+    int32_t* secondBuf = r == 0 ? b.data() : a.data();
+    const size_t firstCount = r == 0 ? a.size() : b.size();
+    const size_t secondCount = r == 0 ? b.size() : a.size();
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(firstBuf, firstBuf, firstCount, gyreInt32, gyreSum, first, nullptr));
+    OK(gyreAllReduce(secondBuf, secondBuf, secondCount, gyreInt32, gyreSum, second, nullptr));
+    OK(gyreGroupEnd());
+    for (int32_t v : a) REQUIRE(v == 3);
+    for (int32_t v : b) REQUIRE(v == 30);
+  });
+  // One thread drives both ranks (NCCL's one process, several devices): a group with a call
+  // on each rank's communicator, and a send and its receive.
+  std::vector<std::vector<float>> data(n, std::vector<float>(1000));
+  for (int r = 0; r < n; ++r) std::iota(data[r].begin(), data[r].end(), float(r * 1000));
+  std::vector<float> sent(1000), received(1000, -1.0f);
+  std::iota(sent.begin(), sent.end(), 0.5f);
+  OK(gyreGroupStart());
+  for (int r = 0; r < n; ++r)
+    OK(gyreAllReduce(data[r].data(), data[r].data(), 1000, gyreFloat32, gyreSum, comms[r],
+                     nullptr));
+  OK(gyreSend(sent.data(), 1000, gyreFloat32, 1, dups[0], nullptr));
+  OK(gyreRecv(received.data(), 1000, gyreFloat32, 0, dups[1], nullptr));
+  OK(gyreGroupEnd());
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(data[0][size_t(i)] == float(1000 + 2 * i));
+    REQUIRE(data[1][size_t(i)] == float(1000 + 2 * i));
+  }
+  CHECK(received == sent);
+  destroy(dups);
+  destroy(comms);
+}
+
 TEST_CASE("async: several calls in flight complete in issue order; wait, test and errors") {
   const int n = 3;
   auto comms = initComms(n);
