@@ -114,6 +114,13 @@ GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueI
 GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId,
                                              int rank, const gyreConfig_t* config);
 
+/* Makes the `ndev` communicators of one job in this process, rank i in comms[i], as NCCL's
+ * ncclCommInitAll: for a thread that drives several ranks, their calls in groups (a group runs
+ * each communicator's part at once). devlist, where not NULL, lists a CUDA device per rank as
+ * NCCL's does; gyre finds each buffer's device itself and only checks the entries are not
+ * negative. On failure every comms[i] is NULL. */
+GYRE_API gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ndev, const int* devlist);
+
 /* Reads GYRE_RANK, GYRE_WORLD_SIZE, GYRE_RENDEZVOUS (or torch's RANK, WORLD_SIZE,
  * MASTER_ADDR, MASTER_PORT). Without a rendezvous address, rank 0 hosts the server. */
 GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);

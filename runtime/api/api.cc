@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/auth.h"
@@ -104,6 +105,14 @@ std::string uniqueIdHost() {
   return "127.0.0.1";
 }
 
+// gyreCommInitAll's way back from a rank that failed.
+void destroyAll(gyreComm_t* comms, int ndev) {
+  for (int i = 0; i < ndev; ++i) {
+    if (comms[i]) gyreCommDestroy(comms[i]);
+    comms[i] = nullptr;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -186,6 +195,49 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
     }
     auto impl = gyre::Communicator::create(std::move(config));
     *comm = new gyreComm{std::move(impl)};
+  });
+}
+
+gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ndev, const int* devlist) {
+  return guarded([&] {
+    if (!comms) gyre::fail(gyre::Code::invalid_argument, "gyreCommInitAll: comms is null");
+    if (ndev < 1) {
+      gyre::fail(gyre::Code::invalid_argument,
+                 "gyreCommInitAll: ndev " + std::to_string(ndev) + " is not positive");
+    }
+    for (int i = 0; devlist && i < ndev; ++i) {
+      if (devlist[i] < 0) {
+        gyre::fail(gyre::Code::invalid_argument, "gyreCommInitAll: devlist[" + std::to_string(i) +
+                                                     "] is " + std::to_string(devlist[i]));
+      }
+    }
+    std::fill(comms, comms + ndev, nullptr);
+    gyreUniqueId id;
+    if (gyreResult_t r = gyreGetUniqueId(&id); r != gyreSuccess)
+      gyre::fail(static_cast<gyre::Code>(r), gyreGetLastError(nullptr));
+    // Every rank's set-up waits for the others: one thread each.
+    std::vector<gyreResult_t> results(size_t(ndev), gyreSuccess);
+    std::vector<std::string> messages(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    try {
+      for (int i = 0; i < ndev; ++i) {
+        threads.emplace_back([&, i] {
+          results[size_t(i)] = gyreCommInitRank(&comms[i], ndev, id, i);
+          if (results[size_t(i)] != gyreSuccess) messages[size_t(i)] = gyreGetLastError(nullptr);
+        });
+      }
+    } catch (...) {
+      for (auto& t : threads) t.join();  // the others fail by their deadline without this rank
+      destroyAll(comms, ndev);
+      throw;
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (results[size_t(i)] == gyreSuccess) continue;
+      destroyAll(comms, ndev);
+      gyre::fail(static_cast<gyre::Code>(results[size_t(i)]),
+                 "gyreCommInitAll: " + messages[size_t(i)]);
+    }
   });
 }
 

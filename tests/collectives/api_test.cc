@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -223,6 +224,50 @@ TEST_CASE("groups over several communicators: they progress together, in any ord
   CHECK(received == sent);
   destroy(dups);
   destroy(comms);
+}
+
+TEST_CASE("gyreCommInitAll: one thread drives three ranks through groups") {
+  const int n = 3;
+  std::vector<gyreComm_t> comms(n, nullptr);
+  const int devices[n] = {0, 0, 0};
+  OK(gyreCommInitAll(comms.data(), n, devices));
+  for (int r = 0; r < n; ++r) {
+    int rank = -1, count = -1;
+    OK(gyreCommUserRank(comms[r], &rank));
+    OK(gyreCommCount(comms[r], &count));
+    CHECK(rank == r);
+    CHECK(count == n);
+  }
+  std::vector<std::vector<int64_t>> values(n, std::vector<int64_t>(777));
+  for (int r = 0; r < n; ++r) std::iota(values[r].begin(), values[r].end(), int64_t(r) << 32);
+  std::vector<std::vector<int64_t>> gathered(n, std::vector<int64_t>(777 * n, -1));
+  OK(gyreGroupStart());
+  for (int r = 0; r < n; ++r)
+    OK(gyreAllReduce(values[r].data(), values[r].data(), 777, gyreInt64, gyreMax, comms[r],
+                     nullptr));
+  OK(gyreGroupEnd());
+  OK(gyreGroupStart());
+  for (int r = 0; r < n; ++r)
+    OK(gyreAllGather(values[r].data(), gathered[r].data(), 777, gyreInt64, comms[r], nullptr));
+  OK(gyreGroupEnd());
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < gathered[r].size(); ++i)
+      REQUIRE(gathered[r][i] == (int64_t(2) << 32) + int64_t(i % 777));
+  destroy(comms);
+
+  gyreComm_t one = nullptr;
+  CHECK(gyreCommInitAll(nullptr, 2, nullptr) == gyreInvalidArgument);
+  CHECK(gyreCommInitAll(&one, 0, nullptr) == gyreInvalidArgument);
+  CHECK(std::string(gyreGetLastError(nullptr)).find("ndev 0 is not positive") != std::string::npos);
+  const int negative[2] = {0, -1};
+  std::vector<gyreComm_t> two(2, nullptr);
+  CHECK(gyreCommInitAll(two.data(), 2, negative) == gyreInvalidArgument);
+  CHECK(std::string(gyreGetLastError(nullptr)).find("devlist[1] is -1") != std::string::npos);
+  OK(gyreCommInitAll(&one, 1, nullptr));  // a job of one rank
+  float x = 3;
+  OK(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, one, nullptr));
+  CHECK(x == 3.0f);
+  CHECK(gyreCommDestroy(one) == gyreSuccess);
 }
 
 TEST_CASE("async: several calls in flight complete in issue order; wait, test and errors") {
