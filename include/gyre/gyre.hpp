@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gyre/gyre.h"
 
@@ -129,6 +130,15 @@ class Comm {
     check(gyreCommInitRank(&c, nranks, id, rank));
     return Comm(c);
   }
+  // Every rank of a job in this process (gyreCommInitAll), for one thread that drives them
+  // through a Group.
+  static std::vector<Comm> initAll(int nranks) {
+    std::vector<gyreComm_t> raw(size_t(nranks > 0 ? nranks : 0), nullptr);
+    check(gyreCommInitAll(raw.data(), nranks, nullptr));
+    std::vector<Comm> comms;
+    for (gyreComm_t c : raw) comms.push_back(Comm(c));
+    return comms;
+  }
 
   Comm(Comm&& other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
   Comm& operator=(Comm&& other) noexcept {
@@ -244,6 +254,24 @@ class Comm {
     comm_ = nullptr;
   }
   gyreComm_t comm_ = nullptr;
+};
+
+// A premul sum of one communicator (gyreRedOpCreatePreMulSum, the factor read now), destroyed
+// with this object: pass op() where a gyreRedOp_t goes, on that communicator only.
+class PreMulSum {
+ public:
+  template <class T>
+  PreMulSum(const Comm& comm, T factor) : comm_(comm.get()) {
+    check(gyreRedOpCreatePreMulSum(&op_, &factor, dataTypeOf<T>(), gyreScalarHostImmediate, comm_));
+  }
+  PreMulSum(const PreMulSum&) = delete;
+  PreMulSum& operator=(const PreMulSum&) = delete;
+  ~PreMulSum() { gyreRedOpDestroy(op_, comm_); }
+  gyreRedOp_t op() const { return op_; }
+
+ private:
+  gyreComm_t comm_;
+  gyreRedOp_t op_ = gyreSum;
 };
 
 }  // namespace gyre

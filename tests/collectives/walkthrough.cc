@@ -1,5 +1,8 @@
 // The classic torch.distributed walkthrough on gyre's C++ API, one process per rank (run it
-// under gyre-run), plus fault scenarios for the process tests:
+// under gyre-run), with a premul sum; plus, for the process tests:
+//   --init-all                     rank 0 then runs a job of three ranks held whole by the
+//                                  process (Comm::initAll), driven from one thread
+// and fault scenarios:
 //   --fail-rank R [--exit-code C]  rank R exits right after init; the others start a large
 //                                  all-reduce and must fail naming rank R
 //   --loop N                       N large all-reduces, each checked (prints its pid first)
@@ -98,7 +101,7 @@ void loop(gyre::Comm& comm, const std::string& coll, int rounds, size_t count, i
 int main(int argc, char** argv) {
   int failRank = -1, exitCode = 3, rounds = 0, stopRank = -1, stopAfter = 0;
   size_t loopCount = size_t(1) << 20;
-  bool secondComm = false;
+  bool secondComm = false, initAll = false;
   std::string mismatchKind, loopColl = "all_reduce";
   for (int i = 1; i < argc; ++i) {
     const bool more = i + 1 < argc;
@@ -120,6 +123,8 @@ int main(int argc, char** argv) {
       mismatchKind = argv[++i];
     else if (!std::strcmp(argv[i], "--second-comm"))
       secondComm = true;
+    else if (!std::strcmp(argv[i], "--init-all"))
+      initAll = true;
   }
   try {
     auto comm = gyre::Comm::fromEnv();
@@ -162,6 +167,10 @@ int main(int argc, char** argv) {
     expect(r == n, "all_reduce max of rank+1", rank);
     comm.allReduce(&v, &r, 1, gyreMin);
     expect(r == 1, "all_reduce min of rank+1", rank);
+    const gyre::PreMulSum quarter(comm, 0.25);  // a premul sum: every input times 0.25
+    double dv = double(rank + 1), dr = 0;
+    comm.allReduce(&dv, &dr, 1, quarter.op());
+    expect(dr == 0.125 * n * (n + 1), "all_reduce premul sum of rank+1 by 0.25", rank);
     int32_t mine = rank;
     std::vector<int32_t> all(n, -1);
     comm.allGather(&mine, all.data(), 1);
@@ -173,6 +182,16 @@ int main(int argc, char** argv) {
     double value = rank == 0 ? 42.5 : -1.0;
     comm.broadcast(&value, &value, 1, 0);
     expect(value == 42.5, "broadcast from rank 0", rank);
+    if (rank == 0 && initAll) {
+      // A job of its own held whole by this process, driven from this thread.
+      auto local = gyre::Comm::initAll(3);
+      std::vector<int32_t> in{1, 2, 3}, out(3, -1);
+      gyre::Group group;
+      for (int r = 0; r < 3; ++r) local[size_t(r)].allReduce(&in[size_t(r)], &out[size_t(r)], 1);
+      group.end();
+      for (int r = 0; r < 3; ++r)
+        expect(out[size_t(r)] == 6, "initAll: a grouped all_reduce", rank);
+    }
     if (rank == 0)
       std::printf("walkthrough: %d ranks, %s\n", n, failures ? "FAILED" : "all correct");
   } catch (const gyre::Error& e) {
