@@ -125,6 +125,11 @@ GYRE_API gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ndev, const int* de
  * MASTER_ADDR, MASTER_PORT). Without a rendezvous address, rank 0 hosts the server. */
 GYRE_API gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm);
 
+/* Waits until every call issued on the communicator has ended (asynchronous work and the host
+ * part of stream-ordered calls included; each ends by the communicator's timeout), then
+ * returns the first error any of them ran into, as NCCL's ncclCommFinalize before
+ * ncclCommDestroy. The communicator stays usable. */
+GYRE_API gyreResult_t gyreCommFinalize(gyreComm_t comm);
 /* Frees the communicator. The handle stays invalid: any later call through it, another
  * gyreCommDestroy included, returns gyreInvalidUsage (a few bytes per handle are kept for
  * that). */
@@ -177,6 +182,10 @@ GYRE_API gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, si
 GYRE_API gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                     gyreDataType_t datatype, int root, gyreComm_t comm,
                                     gyreStream_t stream);
+
+/* In place (NCCL's legacy ncclBcast): gyreBroadcast(buff, buff, ...). */
+GYRE_API gyreResult_t gyreBcast(void* buff, size_t count, gyreDataType_t datatype, int root,
+                                gyreComm_t comm, gyreStream_t stream);
 
 /* recvbuff (count elements) is written on root only; other ranks may pass NULL. */
 GYRE_API gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count,

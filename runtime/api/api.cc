@@ -275,6 +275,17 @@ gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
   return guarded([&] { commOf(comm).deregisterBuffer(handle); });
 }
 
+gyreResult_t gyreCommFinalize(gyreComm_t comm) {
+  return guarded([&] {
+    gyre::Communicator& c = commOf(comm);
+    // Queued behind every call issued so far: when it has run, they all have.
+    const gyre::Status s =
+        c.async([](gyre::Communicator&) {}, false)->wait(std::chrono::hours(24 * 365), false);
+    if (!s.ok()) throw gyre::Failure(s);
+    if (gyre::Status e = c.asyncError(); !e.ok()) throw gyre::Failure(e);
+  });
+}
+
 gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError) {
   return guarded([&] {
     if (!asyncError) gyre::fail(gyre::Code::invalid_argument, "asyncError is null");

@@ -301,6 +301,11 @@ gyreResult_t gyreBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   });
 }
 
+gyreResult_t gyreBcast(void* buff, size_t count, gyreDataType_t datatype, int root, gyreComm_t comm,
+                       gyreStream_t stream) {
+  return gyreBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
 gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyreDataType_t datatype,
                         gyreRedOp_t op, int root, gyreComm_t comm, gyreStream_t stream) {
   return guarded([&] {

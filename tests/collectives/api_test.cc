@@ -316,6 +316,49 @@ TEST_CASE("async: several calls in flight complete in issue order; wait, test an
   destroy(comms);
 }
 
+TEST_CASE("finalize waits for every call issued; an in-place bcast") {
+  const int n = 2;
+  auto comms = initComms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    std::vector<std::vector<float>> bufs(3, std::vector<float>(200000, float(r + 1)));
+    std::vector<gyreWork_t> works(3);
+    for (int k = 0; k < 3; ++k) {
+      OK(gyreGroupStart());
+      OK(gyreAllReduce(bufs[k].data(), bufs[k].data(), bufs[k].size(), gyreFloat32, gyreSum, c,
+                       nullptr));
+      OK(gyreGroupEndAsync(&works[size_t(k)]));
+    }
+    OK(gyreCommFinalize(c));
+    for (int k = 0; k < 3; ++k) {
+      int done = 0;
+      OK(gyreWorkTest(works[size_t(k)], &done));
+      CHECK(done == 1);
+      CHECK(bufs[k][199999] == 3.0f);
+      OK(gyreWorkFree(works[size_t(k)]));
+    }
+    int64_t value[2] = {r == 1 ? 11 : 0, r == 1 ? 22 : 0};
+    OK(gyreBcast(value, 2, gyreInt64, 1, c, nullptr));
+    CHECK(value[0] == 11);
+    CHECK(value[1] == 22);
+  });
+  destroy(comms);
+  // A call that failed (rank 1 never takes part, a short timeout) is what finalize returns.
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 500;
+  comms = initComms(2, &config);
+  float v = 1;
+  gyreWork_t w = nullptr;
+  OK(gyreGroupStart());
+  OK(gyreAllReduce(&v, &v, 1, gyreFloat32, gyreSum, comms[0], nullptr));
+  OK(gyreGroupEndAsync(&w));
+  CHECK(gyreCommFinalize(comms[0]) == gyreTimeout);
+  CHECK(std::string(gyreGetLastError(nullptr)).find("timed out after 0.5 s") != std::string::npos);
+  OK(gyreWorkFree(w));
+  CHECK(gyreCommFinalize(nullptr) == gyreInvalidArgument);
+  destroy(comms);
+}
+
 TEST_CASE("async: a passive wait leaves the calls to the worker; waits refuse bad arguments") {
   const int n = 2;
   auto comms = initComms(n);
