@@ -10,21 +10,11 @@
 #include <vector>
 
 #include "gyre/gyre.h"
-#include "tests/harness/thread_ranks.h"
+#include "tests/harness/c_api_ranks.h"
 
 namespace {
 
-#define OK(call) REQUIRE_MESSAGE((call) == gyreSuccess, gyreGetLastError(nullptr))
-
-std::vector<gyreComm_t> initComms(int n) {
-  gyreUniqueId id;
-  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
-  std::vector<gyreComm_t> comms(n);
-  gyre::test::onThreads(n, [&](int r) {
-    REQUIRE(gyreCommInitRankConfig(&comms[r], n, id, r, nullptr) == gyreSuccess);
-  });
-  return comms;
-}
+using gyre::test::initComms;
 
 void refused(gyreResult_t got, gyreResult_t want, const std::string& text) {
   const std::string message = gyreGetLastError(nullptr);

@@ -10,21 +10,13 @@
 #include <vector>
 
 #include "gyre/gyre.h"
-#include "tests/harness/thread_ranks.h"
+#include "tests/harness/c_api_ranks.h"
 
 using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<gyreComm_t> initComms(int n, const gyreConfig_t* config = nullptr) {
-  gyreUniqueId id;
-  REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
-  std::vector<gyreComm_t> comms(n);
-  gyre::test::onThreads(n, [&](int r) {
-    REQUIRE(gyreCommInitRankConfig(&comms[r], n, id, r, config) == gyreSuccess);
-  });
-  return comms;
-}
+using gyre::test::initComms;
 
 void destroy(std::vector<gyreComm_t>& comms) {
   for (auto c : comms)
@@ -32,7 +24,18 @@ void destroy(std::vector<gyreComm_t>& comms) {
   comms.clear();
 }
 
-#define OK(call) REQUIRE_MESSAGE((call) == gyreSuccess, gyreGetLastError(nullptr))
+// An all-reduce of rank 0 alone, queued on a new two-rank communicator with a 500 ms timeout:
+// rank 1 never takes part, so it times out.
+gyreWork_t lonelyAllReduce(std::vector<gyreComm_t>& comms, float& v) {
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 500;
+  comms = initComms(2, &config);
+  gyreWork_t w = nullptr;
+  OK(gyreGroupStart());
+  OK(gyreAllReduce(&v, &v, 1, gyreFloat32, gyreSum, comms[0], nullptr));
+  OK(gyreGroupEndAsync(&w));
+  return w;
+}
 
 }  // namespace
 
@@ -301,14 +304,8 @@ TEST_CASE("async: several calls in flight complete in issue order; wait, test an
   });
   // A failure reaches the handle: rank 2 never takes part, and a short timeout expires.
   destroy(comms);
-  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-  config.timeoutMs = 500;
-  comms = initComms(2, &config);
   float v = 1;
-  gyreWork_t w = nullptr;
-  OK(gyreGroupStart());
-  OK(gyreAllReduce(&v, &v, 1, gyreFloat32, gyreSum, comms[0], nullptr));
-  OK(gyreGroupEndAsync(&w));
+  gyreWork_t w = lonelyAllReduce(comms, v);
   CHECK(gyreWorkWait(w, 0) == gyreTimeout);
   CHECK(gyreWorkWait(w, 5000) == gyreTimeout);
   CHECK(std::string(gyreGetLastError(nullptr)).find("timed out after 0.5 s") != std::string::npos);
@@ -344,14 +341,8 @@ TEST_CASE("finalize waits for every call issued; an in-place bcast") {
   });
   destroy(comms);
   // A call that failed (rank 1 never takes part, a short timeout) is what finalize returns.
-  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-  config.timeoutMs = 500;
-  comms = initComms(2, &config);
   float v = 1;
-  gyreWork_t w = nullptr;
-  OK(gyreGroupStart());
-  OK(gyreAllReduce(&v, &v, 1, gyreFloat32, gyreSum, comms[0], nullptr));
-  OK(gyreGroupEndAsync(&w));
+  gyreWork_t w = lonelyAllReduce(comms, v);
   CHECK(gyreCommFinalize(comms[0]) == gyreTimeout);
   CHECK(std::string(gyreGetLastError(nullptr)).find("timed out after 0.5 s") != std::string::npos);
   OK(gyreWorkFree(w));
