@@ -257,6 +257,17 @@ GYRE_API gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreCom
                                     const gyreConfig_t* config);
 GYRE_API gyreResult_t gyreCommDup(gyreComm_t comm, gyreComm_t* newcomm);
 
+/* Flags of gyreCommShrink. */
+#define GYRE_SHRINK_DEFAULT 0 /* wait for the calls issued on comm (each ends by the timeout) */
+#define GYRE_SHRINK_ABORT 1   /* abort comm first: its calls fail at once, and it is unusable */
+/* A communicator of comm's ranks but the excludeCount ranks listed, as NCCL's ncclCommShrink:
+ * for the ranks that remain after others failed or left. Only they call it, each with the same
+ * list, and nothing travels over comm, which may have failed: they meet through the rendezvous
+ * (a rendezvous hosted by an excluded rank is gone with it: use gyre-rendezvous or the
+ * launcher's). New ranks keep the old order. config: as for gyreCommSplit. */
+GYRE_API gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
+                                     gyreComm_t* newcomm, const gyreConfig_t* config, int flags);
+
 GYRE_API const char* gyreGetErrorString(gyreResult_t result);
 /* The message of the last failed call on this thread ("" if none). */
 GYRE_API const char* gyreGetLastError(gyreComm_t comm);

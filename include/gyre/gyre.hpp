@@ -245,6 +245,12 @@ class Comm {
     check(gyreCommDup(comm_, &c));
     return Comm(c);
   }
+  // The remaining ranks' communicator without `excluded` (gyreCommShrink): only they call it.
+  Comm shrink(const std::vector<int>& excluded, int flags = GYRE_SHRINK_DEFAULT) const {
+    gyreComm_t c = nullptr;
+    check(gyreCommShrink(comm_, excluded.data(), int(excluded.size()), &c, nullptr, flags));
+    return Comm(c);
+  }
   explicit operator bool() const { return comm_ != nullptr; }
 
  private:

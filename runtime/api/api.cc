@@ -105,6 +105,27 @@ std::string uniqueIdHost() {
   return "127.0.0.1";
 }
 
+// The non-zero fields of a split's or shrink's gyreConfig_t, which replace the parent's.
+gyre::CommConfig childOverrides(const gyreConfig_t* config) {
+  gyre::CommConfig overrides;
+  overrides.timeout = std::chrono::milliseconds(0);
+  overrides.nSlots = 0;
+  overrides.slotBytes = 0;
+  if (config) {
+    if (config->size < sizeof(gyreConfig_t) || config->timeoutMs < 0 || config->slotBytes < 0 ||
+        config->nSlots < 0) {
+      gyre::fail(gyre::Code::invalid_argument,
+                 "gyreConfig_t is malformed: start from GYRE_CONFIG_INITIALIZER");
+    }
+    overrides.timeout = std::chrono::milliseconds(config->timeoutMs);
+    overrides.slotBytes = size_t(config->slotBytes);
+    overrides.nSlots = uint32_t(config->nSlots);
+    if (config->algorithm) overrides.algorithm = config->algorithm;
+    if (config->channels > 0) overrides.channels = config->channels;
+  }
+  return overrides;
+}
+
 // gyreCommInitAll's way back from a rank that failed.
 void destroyAll(gyreComm_t* comms, int ndev) {
   for (int i = 0; i < ndev; ++i) {
@@ -309,6 +330,26 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
   });
 }
 
+gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
+                            gyreComm_t* newcomm, const gyreConfig_t* config, int flags) {
+  return guarded([&] {
+    if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
+    *newcomm = nullptr;
+    gyre::Communicator& c = commOf(comm);
+    const std::string call = "rank " + std::to_string(c.rank()) + ": shrink";
+    if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks)) {
+      gyre::fail(gyre::Code::invalid_argument, call + ": excludeRanks must list excludeCount (" +
+                                                   std::to_string(excludeCount) + ") ranks");
+    }
+    if (flags != GYRE_SHRINK_DEFAULT && flags != GYRE_SHRINK_ABORT) {
+      gyre::fail(gyre::Code::invalid_argument, call + ": unknown flags " + std::to_string(flags));
+    }
+    const gyre::CommConfig overrides = childOverrides(config);
+    const std::vector<int> exclude(excludeRanks, excludeRanks + excludeCount);
+    *newcomm = new gyreComm{c.shrink(exclude, flags == GYRE_SHRINK_ABORT, &overrides)};
+  });
+}
+
 gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newcomm,
                            const gyreConfig_t* config) {
   return guarded([&] {
@@ -317,22 +358,7 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
     if (color < 0 && color != GYRE_SPLIT_NOCOLOR) {
       gyre::fail(gyre::Code::invalid_argument, "color must be >= 0 or GYRE_SPLIT_NOCOLOR");
     }
-    gyre::CommConfig overrides;
-    overrides.timeout = std::chrono::milliseconds(0);
-    overrides.nSlots = 0;
-    overrides.slotBytes = 0;
-    if (config) {
-      if (config->size < sizeof(gyreConfig_t) || config->timeoutMs < 0 || config->slotBytes < 0 ||
-          config->nSlots < 0) {
-        gyre::fail(gyre::Code::invalid_argument,
-                   "gyreConfig_t is malformed: start from GYRE_CONFIG_INITIALIZER");
-      }
-      overrides.timeout = std::chrono::milliseconds(config->timeoutMs);
-      overrides.slotBytes = size_t(config->slotBytes);
-      overrides.nSlots = uint32_t(config->nSlots);
-      if (config->algorithm) overrides.algorithm = config->algorithm;
-      if (config->channels > 0) overrides.channels = config->channels;
-    }
+    const gyre::CommConfig overrides = childOverrides(config);
     auto child = commOf(comm).split(color, key, &overrides);
     if (child) *newcomm = new gyreComm{std::move(child)};
   });

@@ -159,6 +159,14 @@ class Communicator {
   // parent's.
   std::unique_ptr<Communicator> split(int color, int key, const CommConfig* overrides = nullptr);
   std::unique_ptr<Communicator> dup() { return split(0, rank()); }
+  // A new communicator of this one's ranks but `exclude`, as NCCL's ncclCommShrink: for the
+  // ranks that remain after others failed or left. Only they call it, each with the same list
+  // and as often as the others; nothing travels over this communicator, which may have failed
+  // (they meet through the rendezvous). New ranks keep the old order. `abortFirst`: this
+  // communicator is aborted first, so its queued calls fail at once; else they are waited for
+  // (each ends by the timeout). `overrides` as for split.
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude, bool abortFirst,
+                                       const CommConfig* overrides = nullptr);
 
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.
   void abort();

@@ -82,6 +82,7 @@ struct Communicator::Impl {
   int placementPartner = -1;
   std::unique_ptr<SpinBudget> spinBudget;  // busy.budget's: GYRE_SPIN_US unset, a core per rank
   int splits = 0;                          // split() calls so far: names children's namespaces
+  int shrinks = 0;                         // shrink() calls so far: the same
   std::vector<std::byte> groupStaging;     // fused all-reduces of groups
   ChannelWorkers channelWorkers;           // channels 1.. of multi-channel calls (under opMutex)
 
@@ -172,6 +173,9 @@ struct Communicator::Impl {
 
   // Waits until every asynchronous call issued earlier finished (issue order).
   void drainQueue();
+  // A child's state before its init(): this communicator's settings (and rendezvous) with
+  // `rank` of `nranks` and the non-zero `overrides` (split, shrink).
+  std::unique_ptr<Impl> child(int rank, int nranks, const CommConfig* overrides) const;
   // Runs `body(ctx)` under the op lock with a fresh sequence number. Point-to-point calls
   // (`p2p`) are numbered by `body` per pair and direction (sentTo, receivedFrom): other
   // ranks take no part, so they neither count nor publish progress.

@@ -16,12 +16,6 @@ namespace {
 
 using gyre::test::initComms;
 
-void refused(gyreResult_t got, gyreResult_t want, const std::string& text) {
-  const std::string message = gyreGetLastError(nullptr);
-  CHECK_MESSAGE(got == want, message);
-  CHECK_MESSAGE(message.find(text) != std::string::npos, message);
-}
-
 uint16_t bf16Of(float f) {  // exact for the small integers used here
   uint32_t u;
   std::memcpy(&u, &f, 4);

@@ -71,7 +71,7 @@ expect_named() {
 case $case_name in
 walkthrough)
   # gyre-run with its embedded rendezvous; every rank checks its results.
-  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 "$walk" --init-all >"$out" 2>&1 || fail "walkthrough exited $?"
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 "$walk" --init-all --shrink >"$out" 2>&1 || fail "walkthrough exited $?"
   grep -q '^\[0\] walkthrough: 4 ranks, all correct' "$out" || fail "no success line from rank 0"
   ;;
 bench)

@@ -2,6 +2,8 @@
 // under gyre-run), with a premul sum; plus, for the process tests:
 //   --init-all                     rank 0 then runs a job of three ranks held whole by the
 //                                  process (Comm::initAll), driven from one thread
+//   --shrink                       then every rank but the last sums in a communicator
+//                                  without it (Comm::shrink)
 // and fault scenarios:
 //   --fail-rank R [--exit-code C]  rank R exits right after init; the others start a large
 //                                  all-reduce and must fail naming rank R
@@ -101,7 +103,7 @@ void loop(gyre::Comm& comm, const std::string& coll, int rounds, size_t count, i
 int main(int argc, char** argv) {
   int failRank = -1, exitCode = 3, rounds = 0, stopRank = -1, stopAfter = 0;
   size_t loopCount = size_t(1) << 20;
-  bool secondComm = false, initAll = false;
+  bool secondComm = false, initAll = false, shrink = false;
   std::string mismatchKind, loopColl = "all_reduce";
   for (int i = 1; i < argc; ++i) {
     const bool more = i + 1 < argc;
@@ -125,6 +127,8 @@ int main(int argc, char** argv) {
       secondComm = true;
     else if (!std::strcmp(argv[i], "--init-all"))
       initAll = true;
+    else if (!std::strcmp(argv[i], "--shrink"))
+      shrink = true;
   }
   try {
     auto comm = gyre::Comm::fromEnv();
@@ -182,6 +186,13 @@ int main(int argc, char** argv) {
     double value = rank == 0 ? 42.5 : -1.0;
     comm.broadcast(&value, &value, 1, 0);
     expect(value == 42.5, "broadcast from rank 0", rank);
+    if (shrink && rank < n - 1) {  // every rank but the last, in a communicator of their own
+      auto rest = comm.shrink({n - 1});
+      int one = 1, count = 0;
+      rest.allReduce(&one, &count, 1);
+      expect(count == n - 1 && rest.size() == n - 1, "shrink: an all_reduce without the last rank",
+             rank);
+    }
     if (rank == 0 && initAll) {
       // A job of its own held whole by this process, driven from this thread.
       auto local = gyre::Comm::initAll(3);
