@@ -177,9 +177,10 @@ std::function<gyre::GroupOp(const Staged&)> staging(gyre::GroupOp g) {
 // the call runs (in stream order where it is stream-ordered, the scalar too), then summed by
 // `sum`. Never a kernel and never fused in a group: the scaling comes first.
 void preMulCall(gyreComm_t comm, gyreStream_t stream, const char* what, const PreMulSum& p,
-                const void* send, size_t inCount, void* recv, size_t outBytes,
+                const void* send, size_t inCount, size_t inBlocks, void* recv, size_t outBytes,
                 std::function<void(gyre::Communicator&, const void* in, void* out)> sum) {
-  const size_t inBytes = bytesOf(comm, what, inCount, p.type);
+  const size_t inBytes = bytesOf(comm, what, inCount, p.type, inBlocks);
+  inCount *= inBlocks;  // checked just above
   // Checked here: the collective itself sees only the scaled copy.
   if (inBytes && !send)
     gyre::fail(gyre::Code::invalid_argument, callOf(comm, what) + ": sendbuff is null");
@@ -208,7 +209,7 @@ gyreResult_t gyreAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            gyreStream_t stream) {
   return guarded([&] {
     if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "all_reduce")) {
-      return preMulCall(comm, stream, "all_reduce", *p, sendbuff, count, recvbuff,
+      return preMulCall(comm, stream, "all_reduce", *p, sendbuff, count, 1, recvbuff,
                         bytesOf(comm, "all_reduce", count, p->type),
                         [=](gyre::Communicator& c, const void* in, void* out) {
                           c.allReduce(in, out, count, p->type, gyre::RedOp::sum);
@@ -255,7 +256,7 @@ gyreResult_t gyreReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   return guarded([&] {
     if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "reduce_scatter")) {
       const size_t n = size_t(commOf(comm).size());
-      return preMulCall(comm, stream, "reduce_scatter", *p, sendbuff, recvcount * n, recvbuff,
+      return preMulCall(comm, stream, "reduce_scatter", *p, sendbuff, recvcount, n, recvbuff,
                         bytesOf(comm, "reduce_scatter", recvcount, p->type),
                         [=](gyre::Communicator& c, const void* in, void* out) {
                           c.reduceScatter(in, out, recvcount, p->type, gyre::RedOp::sum);
@@ -311,7 +312,7 @@ gyreResult_t gyreReduce(const void* sendbuff, void* recvbuff, size_t count, gyre
   return guarded([&] {
     if (const auto p = preMulSumOf(comm, op, typeOf(datatype), "reduce")) {
       const bool isRoot = checkedRoot(comm, "reduce", root);
-      return preMulCall(comm, stream, "reduce", *p, sendbuff, count, isRoot ? recvbuff : nullptr,
+      return preMulCall(comm, stream, "reduce", *p, sendbuff, count, 1, isRoot ? recvbuff : nullptr,
                         isRoot ? bytesOf(comm, "reduce", count, p->type) : 0,
                         [=](gyre::Communicator& c, const void* in, void* out) {
                           c.reduce(in, out, count, p->type, gyre::RedOp::sum, root);

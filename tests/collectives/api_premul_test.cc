@@ -128,6 +128,9 @@ TEST_CASE("premul sums: misuse is refused, naming the rank, and poisons nothing"
     if (r == 0)  // the root alone: elsewhere this is a call the root would have to join
       refused(gyreReduce(buf, nullptr, 4, gyreFloat32, op, 0, c, nullptr), gyreInvalidArgument,
               rank + ": reduce: recvbuff is null");
+    const size_t huge = (SIZE_MAX / 4) / 2 + 1;  // times 4 bytes fits, times 2 ranks does not
+    refused(gyreReduceScatter(buf, buf, huge, gyreFloat32, op, c, nullptr), gyreInvalidArgument,
+            rank + ": reduce_scatter: count " + std::to_string(huge) + " is too large");
     // Another communicator's op, even its duplicate's.
     gyreComm_t dup = nullptr;
     OK(gyreCommDup(c, &dup));
