@@ -141,15 +141,36 @@ GyreBackend::GyreBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
   const auto ms = timeout.count();
   config.timeoutMs = ms > 0 && ms < int64_t(INT32_MAX) ? int(ms) : 0;
-  const gyreResult_t r = gyreCommInitRankConfig(&comm_, size, id, rank, &config);
+  gyreComm_t comm = nullptr;
+  const gyreResult_t r = gyreCommInitRankConfig(&comm, size, id, rank, &config);
   if (r != gyreSuccess) raise("init", r);
+  comm_.store(comm);
   completer_ = std::thread([this] { completeLoop(); });
 }
 
 GyreBackend::~GyreBackend() {
   stopCompleter();
-  if (comm_) gyreCommDestroy(comm_);
+  if (gyreComm_t c = comm_.exchange(nullptr)) gyreCommDestroy(c);
 }
+
+#if GYRE_TORCH_ABORT
+void GyreBackend::shutdown() {
+  if (gyreComm_t c = comm_.load()) {
+    // The calls' own Works report their errors: finalize only waits for them.
+    std::optional<pybind11::gil_scoped_release> noGil;
+    if (Py_IsInitialized() && PyGILState_Check()) noGil.emplace();
+    gyreCommFinalize(c);
+  }
+  stopCompleter();  // completes what is queued; not under launchMutex_ (callbacks may launch)
+  std::lock_guard lock(launchMutex_);
+  if (gyreComm_t c = comm_.exchange(nullptr)) gyreCommDestroy(c);
+}
+
+void GyreBackend::abort() {
+  // A destroyed handle stays valid to pass (gyreCommDestroy keeps it): no race with shutdown.
+  if (gyreComm_t c = comm_.load()) gyreCommAbort(c);
+}
+#endif
 
 void GyreBackend::stopCompleter() {
   // torch may destroy the group while holding the GIL (destroy_process_group), and the
@@ -221,6 +242,8 @@ c10::intrusive_ptr<c10d::Work> GyreBackend::launch(Launch l) {
   const int device = deviceOf(l.keepAlive, l.outputs, l.what);
   completion->future = newFuture(device);
   std::unique_lock lock(launchMutex_);
+  TORCH_CHECK(comm_.load(), "gyre ", l.what,
+              ": the process group was shut down (destroy_process_group)");
   if (device >= 0 && !coalescing_) return launchOnStream(l, completion, device);
   completion->keepAlive = std::move(l.keepAlive);
   completion->finishers = std::move(l.finishers);
@@ -408,6 +431,7 @@ void GyreBackend::finish(Completion& c, std::exception_ptr error) {
 
 void GyreBackend::startCoalescing() {
   std::lock_guard lock(launchMutex_);
+  TORCH_CHECK(comm_.load(), "gyre: coalescing: the process group was shut down");
   TORCH_CHECK(!coalescing_, "gyre: coalescing started twice");
   if (gyreGroupStart() != gyreSuccess) raise("start coalescing", gyreInternalError);
   coalescing_ = true;

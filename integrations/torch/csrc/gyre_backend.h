@@ -28,6 +28,14 @@
 
 namespace gyre_torch {
 
+// Backend::abort and Backend::shutdown, which destroy_process_group and
+// _abort_process_group (and torchft) call: from torch 2.7.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+#define GYRE_TORCH_ABORT 1
+#else
+#define GYRE_TORCH_ABORT 0
+#endif
+
 #if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
 #else
@@ -139,6 +147,14 @@ class GyreBackend : public BackendBase {
   static void track(const c10::intrusive_ptr<GyreBackend>& backend);
 
   const std::string getBackendName() const override { return "gyre"; }
+#if GYRE_TORCH_ABORT
+  // destroy_process_group: waits for the calls issued (gyreCommFinalize), completes their
+  // Works, then frees the communicator; later calls raise saying the group was shut down.
+  void shutdown() override;
+  // _abort_process_group, torchft: calls in flight and later ones fail at once, "aborted"
+  // (gyreCommAbort, from any thread, also while a call holds the backend).
+  void abort() override;
+#endif
 
   using Work = c10d::Work;
   using Tensors = std::vector<at::Tensor>;
@@ -216,7 +232,8 @@ class GyreBackend : public BackendBase {
   // Settles `c` with the outcome `result` (`message` says what failed), unless it was settled.
   static void settle(Completion& c, gyreResult_t result, const std::string& message);
 
-  gyreComm_t comm_ = nullptr;
+  // Null once shut down; read without launchMutex_ by abort().
+  std::atomic<gyreComm_t> comm_{nullptr};
   std::chrono::milliseconds timeout_;
   std::mutex launchMutex_;
   bool coalescing_ = false;
