@@ -540,8 +540,12 @@ gyreResult_t gyreGroupEnd(void) {
       // parts' own waits have deadlines.
       std::vector<std::shared_ptr<gyre::Work>> works;
       for (auto& [comm, ops] : parts) {
-        works.push_back(commOf(comm).async(
-            [ops = std::move(ops)](gyre::Communicator& c) { c.runGroup(ops); }, false));
+        try {  // a communicator destroyed since its call: the others' parts still run
+          works.push_back(commOf(comm).async(
+              [ops = std::move(ops)](gyre::Communicator& c) { c.runGroup(ops); }, false));
+        } catch (const gyre::Failure& f) {
+          if (!first) first = std::make_unique<gyre::Failure>(f);
+        }
       }
       for (auto& work : works) {
         const gyre::Status s = work->wait(std::chrono::hours(24 * 365), false);

@@ -206,6 +206,17 @@ TEST_CASE("groups over several communicators: they progress together, in any ord
     OK(gyreGroupEnd());
     for (int32_t v : a) REQUIRE(v == 3);
     for (int32_t v : b) REQUIRE(v == 30);
+    // A communicator destroyed between its call and gyreGroupEnd: the other part has run, all
+    // of it, by the time the group ends with the error.
+    gyreComm_t doomed = nullptr;
+    OK(gyreCommDup(comms[r], &doomed));
+    std::vector<int32_t> c(20000, r + 1), lost(10, 1);
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(c.data(), c.data(), c.size(), gyreInt32, gyreSum, comms[r], nullptr));
+    OK(gyreAllReduce(lost.data(), lost.data(), lost.size(), gyreInt32, gyreSum, doomed, nullptr));
+    OK(gyreCommDestroy(doomed));
+    refused(gyreGroupEnd(), gyreInvalidUsage, "comm was destroyed");
+    for (int32_t v : c) REQUIRE(v == 3);
   });
   // One thread drives both ranks (NCCL's one process, several devices): a group with a call
   // on each rank's communicator, and a send and its receive.
