@@ -5,6 +5,7 @@ Backend.abort; older torch: skipped, saying so). Under gyre-run, two ranks:
 - abort: rank 0's all-reduce, which rank 1 never joins, fails "aborted" within seconds of
   _abort_process_group though its timeout is 60 s; the next default group works again."""
 import datetime
+import os
 import sys
 import time
 
@@ -19,6 +20,19 @@ if version < (2, 7):
 import gyre_torch  # noqa: E402,F401
 
 TIMEOUT = datetime.timedelta(seconds=60)
+# One store for the whole run, a prefix per group: a default group made again over env:// would
+# bind MASTER_PORT again while the last one's store may still be closing.
+rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), size, rank == 0,
+                     timeout=TIMEOUT)
+rounds = 0
+
+
+def new_default_group():
+    global rounds
+    rounds += 1
+    dist.init_process_group("gyre", store=dist.PrefixStore(f"group{rounds}", base), rank=rank,
+                            world_size=size, timeout=TIMEOUT)
 
 
 def fail(message):
@@ -26,8 +40,7 @@ def fail(message):
     sys.exit(1)
 
 
-dist.init_process_group("gyre", timeout=TIMEOUT)
-rank, size = dist.get_rank(), dist.get_world_size()
+new_default_group()
 
 # shutdown: what was issued completes before destroy_process_group returns.
 tensors = [torch.full((1 << 16,), float(rank + 1 + k)) for k in range(3)]
@@ -39,12 +52,13 @@ for k, (w, t) in enumerate(zip(works, tensors)):
         fail(f"all-reduce {k} after destroy_process_group: completed {w.is_completed()}, "
              f"value {t[0].item()} (want {want})")
 
-# A new default group after the shutdown, then abort: rank 1 never joins rank 0's call.
-dist.init_process_group("gyre", timeout=TIMEOUT)
+# A new default group after the shutdown, then abort: rank 1 never joins rank 0's call, and
+# aborts its own group only once rank 0 says it is done (its leaving would fail that call).
+new_default_group()
 if rank == 0:
     lonely = torch.ones(8)
     work = dist.all_reduce(lonely, async_op=True)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the call waits for rank 1 by now
     start = time.monotonic()
     dist.distributed_c10d._abort_process_group()
     try:
@@ -56,12 +70,13 @@ if rank == 0:
             fail(f"after the abort: {took:.1f} s, {type(e).__name__}: {e}")
         print(f"rank 0: the lonely all-reduce failed {took:.2f} s after the abort: "
               f"{str(e)[:160]}", flush=True)
+    base.set("rank 0 aborted", "1")
 else:
-    time.sleep(1.5)  # past rank 0's abort
+    base.wait(["rank 0 aborted"], TIMEOUT)
     dist.distributed_c10d._abort_process_group()
 
 # Every rank can start over.
-dist.init_process_group("gyre", timeout=TIMEOUT)
+new_default_group()
 t = torch.full((3,), float(rank + 1))
 dist.all_reduce(t)
 if not torch.equal(t, torch.full((3,), float(size * (size + 1) // 2))):
