@@ -39,6 +39,8 @@ struct CollectivePlan {
   // Hosts, and ranks on each, where ranks lie host by host (hierarchical.h); else 1 and n.
   int32_t hosts = 1;
   int32_t localRanks = 1;
+  // A tree broadcast down the relayed tree (tree.h: relayedBinomialNode).
+  bool relayed = false;
 };
 
 // Whether the plan splits its elements over channels (the rings of all-reduce, all-gather,
@@ -116,7 +118,9 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       }
       return a::ringReduceScatter(p, rank, n, part, chunk, count);
     case Collective::broadcast:
-      if (plan.algorithm == Algorithm::tree) return a::binomialBroadcast(p, rank, n, root, part);
+      if (plan.algorithm == Algorithm::tree) {
+        return a::binomialBroadcast(p, rank, n, root, part, plan.relayed);
+      }
       return a::ringBroadcast(p, rank, n, root, part, chunk);
     case Collective::reduce:
       if (plan.algorithm == Algorithm::tree) return a::binomialReduce(p, rank, n, root, part);

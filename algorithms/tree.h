@@ -29,6 +29,27 @@ GYRE_HD inline TreeNode binomialNode(int rank, int n, int root) {
   return t;
 }
 
+// The relayed broadcast tree (n >= 3): the root sends once, to the rank n/2 after it, which
+// roots a binomial tree over the other n - 1 ranks, in rank order from itself. Where ranks
+// are held in two blocks of CPUs, the binomial tree puts the root's log2(n) sends on the
+// root's CPU every call; taking this tree every other call moves part of them to the other.
+GYRE_HD inline TreeNode relayedBinomialNode(int rank, int n, int root) {
+  const int v = mod(rank - root, n), others = n - 1, half = n / 2;
+  // Relative rank v (1..n-1) is u = v - half (mod n - 1) in the relay's tree, the relay u = 0.
+  auto toRank = [&](int u) { return mod(1 + mod(u + half - 1, others) + root, n); };
+  TreeNode t;
+  if (v == 0) {
+    t.nChildren = 1;
+    t.children[0] = toRank(0);
+    return t;
+  }
+  const TreeNode b = binomialNode(mod(v - half, others), others, 0);
+  t.parent = b.parent < 0 ? root : toRank(b.parent);
+  t.nChildren = b.nChildren;
+  for (int i = 0; i < b.nChildren; ++i) t.children[i] = toRank(b.children[i]);
+  return t;
+}
+
 // One binary tree over 0..n-1 in in-order layout: rank r sits at the level of its lowest set
 // bit; 0 is the root and has one child, the largest power of two below n.
 GYRE_HD inline TreeNode binaryNode(int r, int n) {
@@ -117,15 +138,17 @@ GYRE_HD void binomialReduce(Prims& p, int rank, int n, int root, size_t count) {
 
 // recv[i] = send of root [i] on every rank. The root sends and goes on, like any sender: ranks
 // that each believe they are root leave data in each other's links, which their next call
-// meets (ranks disagree), as with a scatter.
+// meets (ranks disagree), as with a scatter. `relayed`: down relayedBinomialNode's tree.
 template <class Prims>
-GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count) {
+GYRE_HD void binomialBroadcast(Prims& p, int rank, int n, int root, size_t count,
+                               bool relayed = false) {
   if (n == 1) {
     p.localCopy(0, 0, count);
     return;
   }
   if (count == 0) return;  // nothing moves, and no rank names a peer to connect to
-  const TreeNode t = binomialNode(rank, n, root);
+  const TreeNode t =
+      relayed && n >= 3 ? relayedBinomialNode(rank, n, root) : binomialNode(rank, n, root);
   if (rank == root) {
     p.setPeers(nullptr, 0, t.children, t.nChildren);
     p.copySend(0, 0, count);

@@ -104,6 +104,7 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
   shape.maxChannels = config.channels > 0 ? config.channels : tuner->channels(bytes);
   shape.hosts = planHosts;
   shape.localRanks = planLocalRanks;
+  shape.relayed = tuner->relaysBroadcast(bytes, desc.seq);
   return planCollective(desc.coll, desc.dtype, desc.count, desc.root, algorithm, shape);
 }
 

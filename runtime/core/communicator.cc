@@ -297,6 +297,12 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
                                   : Tuner::tcpLoopback(cores, ranksHaveCores);
   ranksPinnedInBlocks = !ranksHaveCores && nHosts == 1 && host.pinnedInBlocks();
   if (ranksPinnedInBlocks) slowest = Tuner::pinnedInBlocks(slowest);
+  // The first half of the ranks on one block of CPUs, the second on the other.
+  bool inTwoHalves = ranksPinnedInBlocks && host.blocks.size() == 2 && config.nranks % 2 == 0;
+  for (int r = 1; inTwoHalves && r < config.nranks; ++r) {
+    inTwoHalves = (peers[size_t(r)].cpus == peers[0].cpus) == (r < config.nranks / 2);
+  }
+  if (inTwoHalves && !allMemory) slowest = Tuner::pinnedInTwoBlocksOverTcp(slowest);
   if (config.nranks > 1 && ranksHaveCores) placementPartner = 1;
   for (int r = 1; ranksPinnedInBlocks && placementPartner < 0 && r < config.nranks; ++r) {
     if (peers[size_t(r)].cpus != peers[0].cpus) placementPartner = r;

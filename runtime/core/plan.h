@@ -18,6 +18,8 @@ struct PlanShape {
   // Ranks host by host, `localRanks` on each of `hosts` (hierarchical.h): 1 and 1 otherwise.
   int hosts = 1;
   int localRanks = 1;
+  // A tree broadcast takes the relayed tree (CollectivePlan::relayed).
+  bool relayed = false;
 };
 
 // `algorithm` is the tuner's choice (or a fixed one); collectives with one algorithm ignore it.

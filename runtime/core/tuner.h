@@ -62,6 +62,9 @@ struct LinkCost {
   // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
   // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
   bool chainsWaitForCores = false;
+  // Tree broadcasts below this take the relayed tree every other call (algorithms/tree.h:
+  // relayedBinomialNode), so the root's CPU does not make the root's sends every call.
+  size_t relayedBroadcastsBelow = 0;
 };
 
 struct Choice {
@@ -110,6 +113,9 @@ class Tuner {
   // `shared` (a link where ranks share cores) for ranks that are pinned to CPUs of their own
   // block of ranks (gyre-run --bind auto), not placed by the scheduler.
   static LinkCost pinnedInBlocks(LinkCost shared);
+  // Over tcp on one host with the ranks pinned in two blocks of CPUs (n even, so the relay n/2
+  // after the root sits in the other block): small tree broadcasts alternate the two trees.
+  static LinkCost pinnedInTwoBlocksOverTcp(LinkCost pinned);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with
@@ -126,6 +132,10 @@ class Tuner {
   void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);
+  // Whether the tree broadcast of call `seq` (the same on every rank) takes the relayed tree.
+  bool relaysBroadcast(size_t bytes, uint64_t seq) const {
+    return bytes < link_.relayedBroadcastsBelow && seq % 2 == 1;
+  }
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.

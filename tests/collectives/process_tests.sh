@@ -90,8 +90,11 @@ bench)
     GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" $coll --rewrite -b 8 -e 1M -f 32 -n 3 -w 1 >>"$out" 2>&1 ||
       fail "gyre-bench $coll --rewrite exited $?"
   done
+  # Four ranks on two CPUs, pinned in halves: over tcp small broadcasts relay every other call.
+  GYRE_TIMEOUT=60 timeout 120 taskset -c 0,1 "$run" -n 4 "$bin/gyre-bench" broadcast -b 8 -e 32K -f 8 -n 9 -w 1 \
+    >>"$out" 2>&1 || fail "gyre-bench broadcast on two CPUs exited $?"
   rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
-  [ "$rows" -ge 28 ] || fail "expected 28 result rows, got $rows"
+  [ "$rows" -ge 33 ] || fail "expected 33 result rows, got $rows"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
   [ "$bad" -eq 0 ] || fail "$bad rows with #wrong != 0"
   # --per-call: a summary under each row, its percentiles ordered and its call count right.

@@ -31,6 +31,17 @@ TEST_CASE("plan: algorithms a collective lacks fall back to its ring; steps from
   CHECK(p.ahead == 3);
   CHECK(p.count == 4096);
   CHECK(p.root == -1);
+  // The relayed tree is a tree broadcast's alone.
+  PlanShape relayed = shape;
+  relayed.relayed = true;
+  auto relays = [&](Collective coll, Algorithm chosen) {
+    return planCollective(coll, DataType::f32, 4096, 0, chosen, relayed).relayed;
+  };
+  CHECK(relays(Collective::broadcast, Algorithm::tree));
+  CHECK_FALSE(relays(Collective::broadcast, Algorithm::ring));
+  CHECK_FALSE(relays(Collective::reduce, Algorithm::tree));
+  CHECK_FALSE(planCollective(Collective::broadcast, DataType::f32, 4096, 0, Algorithm::tree, shape)
+                  .relayed);
 }
 
 TEST_CASE("plan: rings split over channels, a slot of a step each at least; others use one") {

@@ -138,6 +138,40 @@ TEST_CASE("double binary tree: two spanning trees; every rank is a leaf in one o
   }
 }
 
+TEST_CASE("relayed tree: the root sends once, to the rank n/2 on; spanning, log2(n-1)+1 deep") {
+  for (int n = 3; n <= 40; ++n) {
+    for (int root = 0; root < n; ++root) {
+      CAPTURE(n);
+      CAPTURE(root);
+      const auto top = algo::relayedBinomialNode(root, n, root);
+      REQUIRE(top.parent < 0);
+      REQUIRE(top.nChildren == 1);
+      CHECK(top.children[0] == (root + n / 2) % n);
+      std::vector<int> parentOf(n, -2);
+      for (int r = 0; r < n; ++r) {
+        const auto t = algo::relayedBinomialNode(r, n, root);
+        REQUIRE((t.parent < 0) == (r == root));
+        for (int i = 0; i < t.nChildren; ++i) {
+          REQUIRE(t.children[i] != root);
+          REQUIRE(parentOf[t.children[i]] == -2);
+          parentOf[t.children[i]] = r;
+          REQUIRE(algo::relayedBinomialNode(t.children[i], n, root).parent == r);
+        }
+      }
+      int depth = 1;
+      while ((1 << (depth - 1)) < n - 1) ++depth;
+      for (int r = 0; r < n; ++r) {
+        if (r != root) CHECK(parentOf[r] >= 0);
+        int steps = 0;
+        for (int v = r; v != root && steps <= n; v = algo::relayedBinomialNode(v, n, root).parent) {
+          ++steps;
+        }
+        CHECK(steps <= depth);
+      }
+    }
+  }
+}
+
 TEST_CASE("binomial tree: spanning, rooted anywhere, log2(n) deep") {
   for (int n = 1; n <= 40; ++n) {
     for (int root = 0; root < n; ++root) {
@@ -289,12 +323,13 @@ TEST_CASE("ring reduce_scatter: every n, count and op") {
   }
 }
 
-TEST_CASE("broadcast: ring and binomial tree, every n, count and root") {
-  for (bool tree : {false, true}) {
+TEST_CASE("broadcast: ring, binomial tree and relayed tree, every n, count and root") {
+  for (int shape : {0, 1, 2}) {  // ring, binomial tree, relayed tree
+    const bool tree = shape > 0;
     for (int n = 1; n <= 9; ++n) {
       for (size_t count : awkwardCounts(n)) {
         for (int root = 0; root < n; ++root) {
-          CAPTURE(tree);
+          CAPTURE(shape);
           CAPTURE(n);
           CAPTURE(count);
           CAPTURE(root);
@@ -303,7 +338,7 @@ TEST_CASE("broadcast: ring and binomial tree, every n, count and root") {
           for (size_t i = 0; i < count; ++i) in[root].push_back(value(root, i));
           auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
             if (tree) {
-              algo::binomialBroadcast(p, r, n, root, count);
+              algo::binomialBroadcast(p, r, n, root, count, /*relayed=*/shape == 2);
             } else {
               algo::ringBroadcast(p, r, n, root, count, net.chunkElems());
             }

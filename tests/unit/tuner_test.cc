@@ -217,6 +217,20 @@ TEST_CASE("ranks sharing cores, pinned in blocks: broadcasts and reduces take th
   }
 }
 
+TEST_CASE("pinned in two blocks over tcp: small tree broadcasts relay every other call") {
+  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
+  const Tuner twoBlocks(Tuner::pinnedInTwoBlocksOverTcp(pinned), "", kChunk, kSlot);
+  const Tuner blocks(pinned, "", kChunk, kSlot);
+  for (uint64_t seq = 1; seq <= 4; ++seq) {
+    CAPTURE(seq);
+    CHECK(twoBlocks.relaysBroadcast(8, seq) == (seq % 2 == 1));
+    CHECK(twoBlocks.relaysBroadcast(4 << 10, seq) == (seq % 2 == 1));
+    CHECK_FALSE(twoBlocks.relaysBroadcast(8 << 10, seq));  // from 8 KiB the relay lost
+    CHECK_FALSE(blocks.relaysBroadcast(8, seq));
+  }
+  CHECK(twoBlocks.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::tree);
+}
+
 TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post's piece") {
   Tuner roomy(Tuner::sharedMemory(true), "", kChunk, kSlot);
   Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
