@@ -85,7 +85,7 @@ constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
 constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 // n = 4 on 2 cores over tcp, pinned in blocks, the binomial tree against it alternated with the
-// relayed tree call by call: 8 B 7.7-10.0 µs against 6.6-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
+// relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
 constexpr size_t kTcpTwoBlocksRelayedBroadcastBelow = 8 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
