@@ -9,9 +9,13 @@ ibv_devices
 echo "== collective_tests over rdma (matrix n = 2, 3, 4; a peer leaving; a mismatch)"
 "$build/tests/collective_tests" -tc='*rdma*' || failed+=(collective_tests)
 export GYRE_TRANSPORT=rdma
-for case in walkthrough bench failing-rank kill9; do
+for case in walkthrough bench; do
   echo "== process.$case over rdma"
   "$here/process_tests.sh" "$build/tools" "$case" || failed+=("process.$case")
+done
+for case in failing-rank kill9; do
+  echo "== process.$case over rdma"
+  "$here/process_faults.sh" "$build/tools" "$case" || failed+=("process.$case")
 done
 
 # Random verified collectives of every kind, as processes, with slots small enough that every
