@@ -43,8 +43,9 @@ trap 'rm -rf "$work"' EXIT
 for n in ${ranks//,/ }; do
   for coll in ${colls//,/ }; do
     algos=$(algos_of "$coll")
-    # Forced tcp is a choice of the kernel's sockets: the tuner never reads other ranks' memory there.
-    [ "${GYRE_TRANSPORT:-}" = tcp ] && algos=${algos/,read/}
+    # Forced tcp is a choice of the kernel's sockets: the tuner never reads other ranks' memory
+    # there and has no host window (GYRE_ALGO=oneshot falls back to the tuner's own choice).
+    if [ "${GYRE_TRANSPORT:-}" = tcp ]; then algos=${algos/,read/}; algos=${algos/,oneshot/}; fi
     printf "\n## %s, n=%s\n| bytes | %s | tuned | pick | pick/best | tuned/best |\n|---:|" \
       "$coll" "$n" "${algos//,/ | }"
     for _ in ${algos//,/ } tuned pick x y; do printf -- "---:|"; done
