@@ -51,6 +51,11 @@ constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // broadcastsStreamedBelow) moves its bytes at 0.6 times the cached price: 2.0-2.4 us at 16 KiB
 // in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning_shm.md).
 constexpr double kShmCloseStreamedBroadcastBytes = 0.6;
+// There the window's one-shot, its blocks' payloads spread, moves a two-rank broadcast at a fifth
+// of the price its post was fitted at: 16 KiB in 0.40-0.54 us, 32 KiB 0.72-0.95, 64 KiB
+// 1.25-1.90, against the streamed ring's 1.21-1.68, 1.83-2.43 and 3.17-4.43 (eight launches,
+// 2026-12-01; docs/perf/tuner_checks.md).
+constexpr double kShmCloseWindowBroadcastBytes = 0.25;
 // The direct reads (algorithms/oneshot.h) move data through the kernel at a pace that does not
 // depend on where the CPUs sit, 7-11 GB/s per core on this machine (3-4 times slower than a
 // memcpy), and each system call costs about 2 us even for a few bytes: a call costs 1 us for
@@ -352,7 +357,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         // The root's post and the readers' copies overlap only across calls: at n = 2 the
         // one-shot beat the ring up to 16 KiB, matched it at 32 KiB and took 1.1-1.6 times
         // its time from 64 KiB (docs/tuning.md).
-        moved = bytes > MailPost::kInlineBytes ? 1.25 * b : b;
+        moved = n == 2 && bytes < link_.broadcastsStreamedBelow ? kShmCloseWindowBroadcastBytes * b
+                : bytes > MailPost::kInlineBytes                ? 1.25 * b
+                                                                : b;
         break;
       case Collective::all_gather:
       case Collective::gather:

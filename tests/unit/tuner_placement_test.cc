@@ -159,14 +159,19 @@ TEST_CASE("the tuner: which calls stream their slots") {
   for (const Tuner* t : {&cached, &shared, &tcp}) {
     CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
   }
-  // Priced so: the streamed ring takes a close two-rank broadcast of 16 KiB from the window's
-  // one-shot, which keeps 4 KiB; with the slots cached the one-shot keeps 16 KiB too.
+  // Priced so: close by, the window's one-shot keeps two-rank broadcasts up to its post's 64
+  // KiB, streamed slots or cached; far apart its post keeps the price it had.
   Tuner window(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   Tuner windowCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
   window.setOneShot(64 << 10);
   windowCached.setOneShot(64 << 10);
-  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::ring);
+  CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
+  CHECK(window.choose(Collective::broadcast, 64 << 10, 2).algorithm == Algorithm::oneshot);
   CHECK(window.choose(Collective::broadcast, 4 << 10, 2).algorithm == Algorithm::oneshot);
+  Tuner windowFar(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  windowFar.setOneShot(64 << 10);
+  CHECK(windowFar.predictUs(Algorithm::oneshot, Collective::broadcast, 32 << 10, 2) >
+        2 * window.predictUs(Algorithm::oneshot, Collective::broadcast, 32 << 10, 2));
   CHECK(windowCached.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
   CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) <
         windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));

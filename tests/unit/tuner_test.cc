@@ -249,12 +249,11 @@ TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits t
   // The other window collectives, and every one where ranks have cores, are unchanged.
   CHECK(sleeping.choose(Collective::all_gather, 16 * 1024, 4).algorithm == Algorithm::oneshot);
   CHECK(roomy.choose(Collective::broadcast, 8 * 1024, 2).algorithm == Algorithm::oneshot);
-  // Where ranks have cores the root's post and the reader's copy overlap only across calls:
-  // from 16 KiB the ring's slots (streamed: "which calls stream their slots" below), which
-  // overlap within the call, win.
-  CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm != Algorithm::oneshot);
-  CHECK(roomy.choose(Collective::broadcast, 32 * 1024, 2).algorithm != Algorithm::oneshot);
-  CHECK(roomy.choose(Collective::broadcast, 64 * 1024, 2).algorithm != Algorithm::oneshot);
+  // Where the two ranks have cores close by, the window's broadcast runs at 2.4-3 times the
+  // streamed ring's pace up to its post's 64 KiB (docs/perf/tuner_checks.md).
+  CHECK(roomy.choose(Collective::broadcast, 16 * 1024, 2).algorithm == Algorithm::oneshot);
+  CHECK(roomy.choose(Collective::broadcast, 64 * 1024, 2).algorithm == Algorithm::oneshot);
+  CHECK(roomy.choose(Collective::broadcast, 128 * 1024, 2).algorithm != Algorithm::oneshot);
 }
 
 TEST_CASE("broadcast and reduce: the chain pays its fill per hop, the tree per level") {
