@@ -356,7 +356,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       case Collective::broadcast:
         // The root's post and the readers' copies overlap only across calls: at n = 2 the
         // one-shot beat the ring up to 16 KiB, matched it at 32 KiB and took 1.1-1.6 times
-        // its time from 64 KiB (docs/tuning.md).
+        // its time from 64 KiB (docs/tuning.md), before its payloads were spread; close by
+        // with a core each it now runs at a fifth of that price (kShmCloseWindowBroadcastBytes).
         moved = n == 2 && bytes < link_.broadcastsStreamedBelow ? kShmCloseWindowBroadcastBytes * b
                 : bytes > MailPost::kInlineBytes                ? 1.25 * b
                                                                 : b;
