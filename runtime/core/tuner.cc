@@ -259,7 +259,10 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   // n = 2 broadcasts with the CPUs close: streamed 1.4-1.5 times the cached pace at 32 and 64
   // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7
   // (docs/tuning_shm.md).
-  if (ranksHaveCores && !farApart && streamsWhenFar) cost.broadcastsStreamedBelow = 128 << 10;
+  if (ranksHaveCores && !farApart && streamsWhenFar) {
+    cost.broadcastsStreamedBelow = 128 << 10;
+    cost.closeWindowBroadcastsBelow = 128 << 10;
+  }
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
@@ -358,9 +361,10 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         // one-shot beat the ring up to 16 KiB, matched it at 32 KiB and took 1.1-1.6 times
         // its time from 64 KiB (docs/tuning.md), before its payloads were spread; close by
         // with a core each it now runs at a fifth of that price (kShmCloseWindowBroadcastBytes).
-        moved = n == 2 && bytes < link_.broadcastsStreamedBelow ? kShmCloseWindowBroadcastBytes * b
-                : bytes > MailPost::kInlineBytes                ? 1.25 * b
-                                                                : b;
+        moved = n == 2 && bytes < link_.closeWindowBroadcastsBelow
+                    ? kShmCloseWindowBroadcastBytes * b
+                : bytes > MailPost::kInlineBytes ? 1.25 * b
+                                                 : b;
         break;
       case Collective::all_gather:
       case Collective::gather:

@@ -52,6 +52,9 @@ struct LinkCost {
   // below this stream their slots all the same (docs/tuning_shm.md, "Streamed slots for small
   // broadcasts").
   size_t broadcastsStreamedBelow = 0;
+  // There too, two-rank window broadcasts below this are priced at kShmCloseWindowBroadcastBytes
+  // of their bytes (docs/tuning_shm.md).
+  size_t closeWindowBroadcastsBelow = 0;
   // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
   // children from a shared core while a chain's ranks each pass one slot on: broadcasts below
   // `treeBroadcastFrom` and reduces from `chainReducesFrom` go down the chain (measured per

@@ -160,7 +160,7 @@ TEST_CASE("the tuner: which calls stream their slots") {
     CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
   }
   // Priced so: close by, the window's one-shot keeps two-rank broadcasts up to its post's 64
-  // KiB, streamed slots or cached; far apart its post keeps the price it had.
+  // KiB (16 KiB where the slots stay cached); far apart its post keeps the price it had.
   Tuner window(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   Tuner windowCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
   window.setOneShot(64 << 10);
