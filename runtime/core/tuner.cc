@@ -338,11 +338,17 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     double moved = 0;
     switch (coll) {
       case Collective::all_reduce:
-      case Collective::reduce:
         // Every post read and reduced. Where each rank has a core, its own post stays in its
         // cache and the ranks read in parallel: the other posts' bytes are what counts (n = 2:
         // within 1.2 of the best slot algorithm up to 64 KiB, docs/tuning.md).
         moved = link_.coresShared ? (nn + 1) * b : (nn - 1) * b;
+        break;
+      case Collective::reduce:
+        // Only the root reads: its reads start when the posts are whole, where the chain's
+        // slots overlap the copy in with the reduction, so with a core each the post counts
+        // too (n = 2, close: the window took 1.1-1.3 times the chain's time from 8 to 64 KiB
+        // and beat it up to 4 KiB, docs/tuning_shm.md).
+        moved = link_.coresShared ? (nn + 1) * b : nn * b;
         break;
       case Collective::reduce_scatter:
         // The whole buffer posted, this rank's block of each post read. Where each rank has a
