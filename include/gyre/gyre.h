@@ -98,7 +98,7 @@ typedef struct {
   int timeoutMs;         /* every wait of this communicator; default 300000 */
   int slotBytes;         /* bytes per link slot; all ranks must agree */
   int nSlots;            /* slots per link direction */
-  const char* algorithm; /* "ring", "tree", "rd", or "auto" (the tuner) */
+  const char* algorithm; /* as GYRE_ALGO: "ring", "tree", "rd", ..., or "auto" (the tuner) */
   int channels;          /* rings per ring collective */
 } gyreConfig_t;
 #define GYRE_CONFIG_INITIALIZER \

@@ -236,11 +236,11 @@ void validate(const CommConfig& c) {
   }
   if (c.nSlots < 2) fail(Code::invalid_argument, "need at least 2 slots per link");
   if (!c.algorithm.empty() && c.algorithm != "ring" && c.algorithm != "tree" &&
-      c.algorithm != "rd" && c.algorithm != "hier" && c.algorithm != "oneshot" &&
-      c.algorithm != "read" && c.algorithm != "auto") {
+      c.algorithm != "rd" && c.algorithm != "pairwise" && c.algorithm != "hier" &&
+      c.algorithm != "oneshot" && c.algorithm != "read" && c.algorithm != "auto") {
     fail(Code::invalid_argument, "algorithm '" + c.algorithm +
                                      "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
-                                     "hier, oneshot, read, auto");
+                                     "pairwise, hier, oneshot, read, auto");
   }
   const auto& names = transportNames();
   if (c.transport != "auto" && std::find(names.begin(), names.end(), c.transport) == names.end()) {

@@ -170,6 +170,8 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
     forcedAlgorithm_ = Algorithm::tree;
   } else if (forced == "rd") {
     forcedAlgorithm_ = Algorithm::doubling;
+  } else if (forced == "pairwise") {
+    forcedAlgorithm_ = Algorithm::pairwise;
   } else if (forced == "hier") {
     forcedAlgorithm_ = Algorithm::hierarchical;
   } else if (forced == "oneshot") {
@@ -179,7 +181,8 @@ Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t
   } else {
     fail(Code::invalid_argument,
          "algorithm '" + forced +
-             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, hier, oneshot, auto");
+             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, pairwise, hier, "
+             "oneshot, read, auto");
   }
 }
 
@@ -503,15 +506,11 @@ constexpr Algorithm kAll[] = {
 // twice the flat tree's. The tuner leaves those to the links there (GYRE_ALGO still forces a
 // reduce, gather or scatter; docs/tuning.md).
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
-  // The direct all-to-all only where ranks share cores, from 256 KiB: there a pairwise step
-  // waits for its partner to get a core for every slot, while the reads need the others only
-  // at the start and the end. Measured where the kernel's copy took 3.9 times a memcpy's (n = 4
-  // and 8 on 2 cores, 1-16 MiB: 0.55-0.98 of the pairwise exchange's time in 17 of 18 rows, at
-  // 256 KiB 0.82-1.09; n = 2 with a core each, the exchange took 0.79-0.98 of the read's from
-  // 1 MiB; docs/tuning.md).
-  if (a == Algorithm::directRead && coll == Collective::all_to_all) {
-    return link_.coresShared && bytes >= kDirectCopyFromBytes;
-  }
+  // The direct all-to-all only when forced. With a core each the pairwise exchange took
+  // 0.79-0.98 of its time from 1 MiB at n = 2; where ranks share cores, since their slots are
+  // streamed, 0.51-0.91 of it at 256 KiB-16 MiB in 22 of 24 rows (n = 4 and 8 on 2 cores, the
+  // kernel's copy 4.6 times a memcpy's; docs/tuning.md).
+  if (a == Algorithm::directRead && coll == Collective::all_to_all) return false;
   // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
   // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;

@@ -78,10 +78,10 @@ struct Choice {
 
 class Tuner {
  public:
-  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "hier", "oneshot" or "read";
-  // anything else throws InvalidArgument. `chunkBytes`: the data a round puts on a link (half a
-  // link's slots); `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on before
-  // the next one arrives).
+  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "pairwise", "hier", "oneshot" or
+  // "read"; anything else throws InvalidArgument. `chunkBytes`: the data a round puts on a link
+  // (half a link's slots); `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on
+  // before the next one arrives).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes);
   static constexpr int kMaxAutoChannels = 4;
   // A channel past the first costs a thread per call: it must carry at least this much.

@@ -63,23 +63,23 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
   const Choice unavailable =
       tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
   CHECK((unavailable.algorithm != Algorithm::directRead && !unavailable.forced));
-  // The all-to-all is the one it takes where ranks share cores, from 256 KiB (pinned or not,
-  // the kernel's copy slow or not), and never where each rank has a core.
+  // The all-to-all takes the pairwise exchange from 256 KiB wherever the ranks sit (pinned or
+  // not, the kernel's copy slow or not); forced, it takes the read.
   for (int n : {4, 8}) {
     CAPTURE(n);
     Tuner shared = tuner(false, 0, true);
     for (bool pinned : {false, true}) {
       if (pinned) shared.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
-      CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
       for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
         CAPTURE(bytes);
-        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::directRead);
+        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::pairwise);
         CHECK(shared.choose(Collective::all_gather, bytes, n).algorithm != Algorithm::directRead);
       }
     }
     shared.setKernelCopySlow(true);
-    CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::directRead);
-    CHECK(shared.choose(Collective::all_to_all, 64 << 10, n).algorithm != Algorithm::directRead);
+    CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::pairwise);
+    const Choice read = tuner(false, 0, true, "read").choose(Collective::all_to_all, 16 << 20, n);
+    CHECK((read.algorithm == Algorithm::directRead && read.forced));
   }
   for (double roundTripNs : {0.0, 130.0, 540.0}) {
     for (size_t bytes : {size_t(256) << 10, size_t(16) << 20}) {

@@ -40,6 +40,12 @@ TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only t
   const Tuner rd(Tuner::tcpLoopback(), "rd", kChunk, kSlot);
   CHECK(rd.choose(Collective::all_reduce, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::all_gather, 64 << 20, 8).algorithm == Algorithm::doubling);
+  // The all-to-alls' exchange over the links, even where the window would carry the call.
+  Tuner pairwise(Tuner::sharedMemory(true), "pairwise", kChunk, kSlot);
+  pairwise.setOneShot(64 << 10);
+  CHECK(pairwise.choose(Collective::all_to_all, 16, 2).algorithm == Algorithm::pairwise);
+  CHECK(pairwise.choose(Collective::all_to_all, 16, 2).forced);
+  CHECK(!pairwise.choose(Collective::all_reduce, 8, 2).forced);
   CHECK_THROWS_AS(Tuner(Tuner::tcpLoopback(), "fastest", kChunk, kSlot), Failure);
 }
 

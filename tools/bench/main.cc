@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
   int rounds = 5;
   app.add_option("--algos", algorithms,
                  "instead: compare algorithms (comma list of GYRE_ALGO names: ring, tree, rd, "
-                 "hier, oneshot, read, tuned) in one process, "
+                 "pairwise, hier, oneshot, read, tuned) in one process, "
                  "in turn at each size");
   app.add_option("--rounds", rounds, "--algos: rounds per size (the median is shown)")
       ->capture_default_str();

@@ -4,8 +4,11 @@
 # (gyre-bench --algos), so all candidates meet the same machine state; a process reports
 # medians of ROUNDS rounds. Where ranks outnumber cores, where the scheduler puts them changes
 # from process to process and reorders close candidates, so -p runs PROCS processes and shows
-# the median of their medians. Prints markdown tables with the pick, pick/best and tuned/best,
-# then how many rows of each are within 10 % of the best.
+# the median of their medians. Prints markdown tables with the pick, pick/best and tuned/best
+# (each the median over the processes of that process's ratio to its own best forced time),
+# then how many rows of each are within 10 % of the best. A forced algorithm that cannot run a
+# call (a window post past its capacity) leaves it to the tuner: its cell shows - and is no
+# candidate for the best.
 #   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS]
 #                              [-p PROCS] [-c COLLS] [-B auto|none]
 # -B: gyre-run's --bind (auto, the default, binds ranks that outnumber the CPUs in blocks).
@@ -27,7 +30,7 @@ algos_of() {
     broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot" ;;
     gather | scatter) echo "ring,tree,oneshot" ;;
     reduce_scatter) echo "ring,oneshot" ;;
-    all_to_all) echo "ring,oneshot,read" ;;
+    all_to_all) echo "pairwise,oneshot,read" ;;
     *) echo "ring" ;;
   esac
 }
@@ -72,30 +75,47 @@ for n in ${ranks//,/ }; do
       }
       FILENAME ~ /log$/ {
         if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: [a-z]+ \\(predicted")) {
-          # GYRE_ALGO=ring forces the pairwise exchange where a collective has no ring.
-          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9] == "pairwise" ? "ring" : w[9]
+          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9]
+        }
+        # A forced algorithm that cannot run a call (a window post past its capacity) leaves
+        # it to the tuner: that column timed the tuned algorithm again, not the one named.
+        if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: .*GYRE_ALGO=[a-z]+ does not")) {
+          split(substr($0, RSTART, RLENGTH), w, " "); f = $0
+          sub(/.*GYRE_ALGO=/, "", f); sub(/ .*/, "", f); fellBack[w[5], f] = 1
         }
         next
       }
       {
         if ($NF != 0) { print "WRONG: " $0; bad = 1; exit 1 }
         if (!($1 in seen)) { seen[$1] = 1; order[++rows] = $1 }
-        for (i = 2; i < NF - 1; i++) t[$1, i] = t[$1, i] " " $i
+        j = ++procs[$1]
+        for (i = 2; i < NF - 1; i++) { t[$1, i] = t[$1, i] " " $i; v[$1, j, i] = $i }
       }
       END {
         if (bad) exit 1
         k = split(algos, name, ",")
         for (r = 1; r <= rows; r++) {
-          b = order[r]; best = 1e300; chosen = -1; line = "| " b " |"
+          b = order[r]; chosen = -1; line = "| " b " |"
           for (i = 2; i <= k + 2; i++) {
-            m[i] = median(t[b, i]); line = line sprintf(" %.2f |", m[i])
-            if (i <= k + 1 && m[i] < best) best = m[i]
-            if (i <= k + 1 && name[i - 1] == pick[b]) chosen = m[i]
+            if (i <= k + 1 && (b, name[i - 1]) in fellBack) { line = line " - |"; continue }
+            line = line sprintf(" %.2f |", median(t[b, i]))
+            if (i <= k + 1 && name[i - 1] == pick[b]) chosen = i
           }
+          # The ratios of each process to its own best forced time, then their median: the
+          # candidates of one process met the same machine state, those of others may not.
+          pickRatios = tunedRatios = ""
+          for (j = 1; j <= procs[b]; j++) {
+            best = 1e300
+            for (i = 2; i <= k + 1; i++) {
+              if (!((b, name[i - 1]) in fellBack) && v[b, j, i] < best) best = v[b, j, i]
+            }
+            if (chosen > 0) pickRatios = pickRatios " " v[b, j, chosen] / best
+            tunedRatios = tunedRatios " " v[b, j, k + 2] / best
+          }
+          pr = chosen < 0 ? -1 : median(pickRatios); tr = median(tunedRatios)
           p = (b in pick) ? pick[b] : "?"
-          printf "%s %s | %s | %.2f |\n", line, p, chosen < 0 ? "-" : sprintf("%.2f", chosen / best),
-            m[k + 2] / best
-          printf "%s %.4f\n", chosen < 0 ? "-" : sprintf("%.4f", chosen / best), m[k + 2] / best >>ratios
+          printf "%s %s | %s | %.2f |\n", line, p, pr < 0 ? "-" : sprintf("%.2f", pr), tr
+          printf "%s %.4f\n", pr < 0 ? "-" : sprintf("%.4f", pr), tr >>ratios
         }
       }' ratios="$work/ratios" "$work/log" "$work/rows"
     # Each communicator's set-up probe (ranks with cores): the tuner prices with it, and the
