@@ -109,11 +109,13 @@ for n in ${ranks//,/ }; do
             for (i = 2; i <= k + 1; i++) {
               if (!((b, name[i - 1]) in fellBack) && v[b, j, i] < best) best = v[b, j, i]
             }
+            if (best == 1e300) continue  # no forced algorithm ran this call
             if (chosen > 0) pickRatios = pickRatios " " v[b, j, chosen] / best
             tunedRatios = tunedRatios " " v[b, j, k + 2] / best
           }
-          pr = chosen < 0 ? -1 : median(pickRatios); tr = median(tunedRatios)
           p = (b in pick) ? pick[b] : "?"
+          if (tunedRatios == "") { printf "%s %s | - | - |\n", line, p; continue }
+          pr = chosen < 0 ? -1 : median(pickRatios); tr = median(tunedRatios)
           printf "%s %s | %s | %.2f |\n", line, p, pr < 0 ? "-" : sprintf("%.2f", pr), tr
           printf "%s %.4f\n", pr < 0 ? "-" : sprintf("%.4f", pr), tr >>ratios
         }
