@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "base/status.h"
+#include "runtime/core/tuner.h"
 #include "transport/registry.h"
 
 namespace gyre {
@@ -235,13 +236,7 @@ void validate(const CommConfig& c) {
     fail(Code::invalid_argument, "job id must have 1 to 32 bytes");
   }
   if (c.nSlots < 2) fail(Code::invalid_argument, "need at least 2 slots per link");
-  if (!c.algorithm.empty() && c.algorithm != "ring" && c.algorithm != "tree" &&
-      c.algorithm != "rd" && c.algorithm != "pairwise" && c.algorithm != "hier" &&
-      c.algorithm != "oneshot" && c.algorithm != "read" && c.algorithm != "auto") {
-    fail(Code::invalid_argument, "algorithm '" + c.algorithm +
-                                     "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
-                                     "pairwise, hier, oneshot, read, auto");
-  }
+  forcedAlgorithm(c.algorithm);  // throws for a name that is not an algorithm's
   const auto& names = transportNames();
   if (c.transport != "auto" && std::find(names.begin(), names.end(), c.transport) == names.end()) {
     std::string known = "auto";

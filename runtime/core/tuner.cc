@@ -160,29 +160,22 @@ const char* algorithmName(Algorithm a) {
   return "?";
 }
 
+std::optional<Algorithm> forcedAlgorithm(const std::string& name) {
+  if (name.empty() || name == "auto") return std::nullopt;
+  for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::doubling, Algorithm::pairwise,
+                      Algorithm::hierarchical, Algorithm::oneshot, Algorithm::directRead}) {
+    if (name == algorithmName(a)) return a;
+  }
+  fail(Code::invalid_argument, "algorithm '" + name +
+                                   "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
+                                   "pairwise, hier, oneshot, read, auto");
+}
+
 Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes)
     : link_(link), chunkBytes_(chunkBytes), slotBytes_(slotBytes) {
-  if (forced.empty() || forced == "auto") return;
-  forced_ = true;
-  if (forced == "ring") {
-    forcedAlgorithm_ = Algorithm::ring;
-  } else if (forced == "tree") {
-    forcedAlgorithm_ = Algorithm::tree;
-  } else if (forced == "rd") {
-    forcedAlgorithm_ = Algorithm::doubling;
-  } else if (forced == "pairwise") {
-    forcedAlgorithm_ = Algorithm::pairwise;
-  } else if (forced == "hier") {
-    forcedAlgorithm_ = Algorithm::hierarchical;
-  } else if (forced == "oneshot") {
-    forcedAlgorithm_ = Algorithm::oneshot;
-  } else if (forced == "read") {
-    forcedAlgorithm_ = Algorithm::directRead;
-  } else {
-    fail(Code::invalid_argument,
-         "algorithm '" + forced +
-             "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, pairwise, hier, "
-             "oneshot, read, auto");
+  if (const std::optional<Algorithm> a = forcedAlgorithm(forced)) {
+    forced_ = true;
+    forcedAlgorithm_ = *a;
   }
 }
 

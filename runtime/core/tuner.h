@@ -7,12 +7,19 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+#include <string>
+
 #include "algorithms/collective.h"
 #include "gyre/types.h"
 
 namespace gyre {
 
 const char* algorithmName(Algorithm a);  // "ring", "tree", "rd", ...
+// The algorithm GYRE_ALGO (or gyreConfig_t's algorithm) forces: "ring", "tree", "rd",
+// "pairwise", "hier", "oneshot" or "read"; nullopt for "" or "auto" (the tuner chooses);
+// anything else throws InvalidArgument.
+std::optional<Algorithm> forcedAlgorithm(const std::string& name);
 
 struct LinkCost {
   double alphaUs;      // fixed cost of one dependent step, microseconds

@@ -195,6 +195,19 @@ oneshot)
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 4 ] && [ "$bad" -eq 0 ] || fail "$coll: $rows rows, $bad with #wrong != 0"
   done
+  # GYRE_ALGO=pairwise keeps even a small all-to-all on the links' exchange, every element
+  # checked; a name that is no algorithm's fails set-up saying which names are.
+  GYRE_ALGO=pairwise GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" \
+    all_to_all -b 24 -e 48K -f 8 -n 20 -w 2 >"$out" 2>&1 || fail "forced pairwise all_to_all exited $?"
+  grep -qE "all_to_all of [0-9]+ B at n=3: pairwise \(forced by GYRE_ALGO\)" "$out" ||
+    fail "GYRE_ALGO=pairwise did not force the exchange"
+  ! grep -qE "all_to_all of [0-9]+ B at n=3: oneshot" "$out" || fail "a forced exchange used the window"
+  bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
+  [ "$(grep -cE '^\[0\] +[0-9]+ ' "$out")" -eq 4 ] && [ "$bad" -eq 0 ] || fail "forced pairwise: wrong results"
+  ! GYRE_ALGO=fastest GYRE_TIMEOUT=20 timeout 60 "$run" -n 2 "$bin/gyre-bench" all_to_all -b 24 -e 24 \
+    -n 2 -w 1 >"$out" 2>&1 || fail "GYRE_ALGO=fastest was accepted"
+  grep -q "algorithm 'fastest' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, pairwise" "$out" ||
+    fail "GYRE_ALGO=fastest failed without naming the algorithms"
   # A rank set to GYRE_ONESHOT_BYTES=0 declines the window: none is used, nobody waits for it.
   wrapper=$(rank1_with GYRE_ONESHOT_BYTES=0)
   start=$(date +%s%N)
