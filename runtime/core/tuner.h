@@ -5,8 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <optional>
 #include <string>
 
@@ -85,8 +83,7 @@ struct Choice {
 
 class Tuner {
  public:
-  // `forced`: "" or "auto" (choose), "ring", "tree", "rd", "pairwise", "hier", "oneshot" or
-  // "read"; anything else throws InvalidArgument. `chunkBytes`: the data a round puts on a link
+  // `forced`: a GYRE_ALGO name (forcedAlgorithm). `chunkBytes`: the data a round puts on a link
   // (half a link's slots); `slotBytes`: one slot, the unit a chain forwards (a hop passes a slot on
   // before the next one arrives).
   Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes);
