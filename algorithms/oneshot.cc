@@ -1,7 +1,6 @@
 #include "algorithms/oneshot.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -35,17 +34,6 @@ constexpr Clock::duration kLastPeerCheck = std::chrono::seconds(16);
 // A stuck waiter looks at the process it waits for this often (a kill(0) and, for a zombie,
 // a read of /proc): a killed rank is named within this, not at the deadline.
 constexpr Clock::duration kLivenessCheck = std::chrono::milliseconds(20);
-
-// remeasurePlacement: balls of round r carry r in bits 11-30 and the trip in bits 0-10, with
-// bit 31 set, so they never equal the set-up probe's (1-2000, or all ones once done) or another
-// round's; the last trip number says the round is over.
-constexpr int kPlacementBatches = 4;
-constexpr uint32_t kPlacementTrips = 8;
-constexpr uint32_t kPlacementDoneTrip = 0x7ff;
-constexpr Clock::duration kPlacementTripLimit = std::chrono::microseconds(200);
-uint32_t placementBall(uint32_t round, uint32_t trip) {
-  return 0x80000000u | ((round & 0xfffffu) << 11) | trip;
-}
 
 }  // namespace
 
@@ -445,80 +433,6 @@ void OneShot::failDisagreement(const OpContext& ctx, const OpDesc& call, int pee
   }
   if (late) message += " (found at this rank's later call, " + describeOp(ctx.desc) + ")";
   fail(Code::invalid_usage, message);
-}
-
-uint32_t OneShot::remeasurePlacement(const OpContext& ctx, int partner) {
-  if (window_.nranks() < 2 || partner <= 0 || partner >= window_.nranks()) return 0;
-  const uint32_t round = ++probeRound_;
-  const uint32_t done = placementBall(round, kPlacementDoneTrip);
-  MailState& zero = *boxes_[0].state;
-  if (rank_ == 0) {
-    // The figure of the round before must have reached every rank before it is overwritten.
-    for (int r = 1; r < window_.nranks(); ++r) {
-      MailState& state = *boxes_[size_t(r)].state;
-      waitUntil(
-          ctx, r, "the last placement probe's end at",
-          [&] { return state.probeSeen.load(std::memory_order_acquire) == round - 1; },
-          state.probeSeen);
-    }
-    MailState& one = *boxes_[size_t(partner)].state;
-    // The first trip waits for the partner to come, as any wait of a call; the others are timed.
-    uint32_t ball = placementBall(round, 1);
-    zero.probe.store(ball, std::memory_order_release);
-    notifyAll(zero.probe, zero.sleepers, wakeOrder_);
-    waitUntil(
-        ctx, partner, "the placement probe's answer from",
-        [&] { return one.probe.load(std::memory_order_acquire) == ball; }, one.probe);
-    double fastest = 0;
-    for (int b = 0; b < kPlacementBatches && ball != 0; ++b) {
-      const auto start = Clock::now();
-      for (uint32_t i = 0; i < kPlacementTrips && ball != 0; ++i) {
-        zero.probe.store(++ball, std::memory_order_release);
-        // The partner answers at once unless it lost its CPU: then nothing is measured this
-        // round.
-        for (uint32_t polls = 1; one.probe.load(std::memory_order_acquire) != ball; ++polls) {
-          cpuRelax();
-          if (polls % 1024 == 0 && Clock::now() - start > kPlacementTripLimit * (i + 1)) ball = 0;
-          if (ball == 0) break;
-        }
-      }
-      const double ns =
-          std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kPlacementTrips;
-      if (ball != 0 && (b == 0 || ns < fastest)) fastest = ns;
-    }
-    const uint32_t figure = ball == 0 ? 0 : uint32_t(std::lround(std::max(fastest, 1.0)));
-    zero.probeNs.store(figure, std::memory_order_relaxed);
-    zero.probe.store(done, std::memory_order_release);
-    notifyAll(zero.probe, zero.sleepers, wakeOrder_);
-    return figure;
-  }
-  if (rank_ == partner) {
-    // Echoes each ball until the round is over; rank 0 spins on the echoes, so only the first,
-    // which it may be asleep for, needs a wake. After the first it polls without yielding its
-    // core, even where ranks share cores: a yield would time the scheduler, not the CPUs.
-    OpContext timed = ctx;
-    timed.busy.yield = false;
-    timed.busy.budget = nullptr;
-    for (uint32_t trip = 1;; ++trip) {
-      uint32_t seen = 0;
-      auto arrived = [&] {
-        seen = zero.probe.load(std::memory_order_acquire);
-        return seen == placementBall(round, trip) || seen == done;
-      };
-      waitUntil(trip == 1 ? ctx : timed, 0, "the placement probe's ball from", arrived, zero.probe);
-      if (seen == done) break;
-      self_.state->probe.store(seen, std::memory_order_release);
-      if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers, wakeOrder_);
-    }
-  } else {
-    waitUntil(
-        ctx, 0, "the placement probe's figure from",
-        [&] { return zero.probe.load(std::memory_order_acquire) == done; }, zero.probe);
-  }
-  const uint32_t figure = zero.probeNs.load(std::memory_order_relaxed);
-  self_.state->probeSeen.store(round, std::memory_order_release);
-  notifyAll(self_.state->probeSeen, self_.state->sleepers, wakeOrder_);
-  return figure;
 }
 
 void OneShot::markLeft() {

@@ -71,12 +71,13 @@ class OneShot {
   uint64_t directReads() const { return directReads_; }
   uint64_t calls() const { return calls_; }  // every call run, the direct reads included
 
-  // Measures again how far apart the CPUs of rank 0 and `partner` sit, within the call ctx
-  // names; every rank of the window calls it at the same calls. The partner echoes balls rank 0
-  // sets in its probe word (link/mailbox.h), rank 0 times them (the fastest of a few batches' mean
-  // round trip) and posts the figure, and every rank returns rank 0's figure in ns: 0 where the
-  // trips did not come back at a cache line's pace (a rank taken off its CPU), so nothing was
-  // measured. Rank 0 starts a round once every rank has read the one before.
+  // Measures again (algorithms/oneshot_probe.cc) how far apart the CPUs of rank 0 and `partner`
+  // sit, within the call ctx names; every rank of the window calls it at the same calls. The
+  // partner echoes balls rank 0 sets in its probe word (link/mailbox.h), rank 0 times them (the
+  // fastest of a few batches' mean round trip) and posts the figure, and every rank returns rank
+  // 0's figure in ns: 0 where the trips did not come back at a cache line's pace (a rank taken
+  // off its CPU), so nothing was measured. Rank 0 starts a round once every rank has read the
+  // one before.
   uint32_t remeasurePlacement(const OpContext& ctx, int partner);
 
   // Tells ranks waiting on this one that it failed with `s`: they stop now, naming it.
