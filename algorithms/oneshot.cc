@@ -88,7 +88,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     for (int r = 0; r < n; ++r) {
       const PostLayout p = postLayout(d.coll, bytes, r, d.root, n);
       // A rank whose post lacks its own block (rank 0 or 1) reads its part from its input.
-      if (r == rank_ && p.bytes != bytes) continue;
+      if (r == rank_ && (p.bytes != bytes || d.coll == Collective::reduce)) continue;
       posts[size_t(r)] = awaitPost(ctx, r, p.bytes) + at - p.skipped * count * es;
     }
     // This rank's part from its own input, the same bytes as its post: the post's line is
@@ -96,7 +96,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     // input is the output, which the first step overwrites: safe for ranks 0 and 1 only,
     // whose part that step reads (element by element, before writing it).
     const std::byte* mine = static_cast<const std::byte*>(send) + at;
-    if (mine != out || rank_ <= 1) posts[size_t(rank_)] = mine;
+    if (mine != out || rank_ <= 1) {
+      posts[size_t(rank_)] = mine;
+    } else if (d.coll == Collective::reduce) {
+      // A reduce's root posted no payload: in place past rank 1 it keeps its part aside.
+      scratch_.assign(mine, mine + count * es);
+      posts[size_t(rank_)] = scratch_.data();
+    }
     const bool avg = d.op == RedOp::avg;
     if (n == 1) return cpu::copy(out, nullptr, posts[0], count * es);
     for (int r = 1; r < n; ++r) {
@@ -121,11 +127,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     case Collective::reduce:
       // The others post and go on, as they would after sending their slots: the root compares
       // every post with its call, and they check the root's post at one of their next calls.
-      post(ctx, send, bytes);
+      // Nobody reads the root's input from its post: it posts its arrival only.
       if (rank_ == d.root) {
+        post(ctx, nullptr, 0);
         reduceAll(0, d.count);
       } else {
-        defer(ctx, {d, post_, d.root, bytes});
+        post(ctx, send, bytes);
+        defer(ctx, {d, post_, d.root, 0});
         checked = false;
       }
       break;
@@ -155,12 +163,14 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       copyEachPost(0, bytes);
       break;
     case Collective::gather:
-      // As a reduce: the others post their block and go on, the root copies every post.
-      post(ctx, send, bytes);
+      // As a reduce: the others post their block and go on, the root posts its arrival and
+      // copies every post (its own block from its input).
       if (rank_ == d.root) {
+        post(ctx, nullptr, 0);
         copyEachPost(0, bytes);
       } else {
-        defer(ctx, {d, post_, d.root, bytes});
+        post(ctx, send, bytes);
+        defer(ctx, {d, post_, d.root, 0});
         checked = false;
       }
       break;

@@ -4,11 +4,12 @@
 // costs one post and n-1 reads instead of a chain of slots, and an 8-byte payload travels in
 // the cache line of the flag that announces it.
 //
-// Every rank posts in every call (a broadcast's or a scatter's receivers post their arrival) and
-// compares the header of every post it reads with its own call: ranks that disagree fail. Ranks
-// that need nothing back (a broadcast's or a scatter's root, a reduce's or a gather's non-roots)
-// post and go on, as a slot's sender does, and may run up to kMailPosts calls ahead; they check
-// the posts they did not wait for (the receivers' arrivals, the root's post) during their next
+// Every rank posts in every call (where nobody reads its input, its arrival: a broadcast's or a
+// scatter's receivers, a reduce's or a gather's root) and compares the header of every post it
+// reads with its own call: ranks that disagree fail. Ranks that need nothing back (a
+// broadcast's or a scatter's root, a reduce's or a gather's non-roots) post and go on, as a
+// slot's sender does, and may run up to kMailPosts calls ahead; they check the posts they did
+// not wait for (the receivers' and the root's arrivals, the root's post) during their next
 // calls on the window, as soon as those are there and for certain by the end of a call that
 // read those ranks' later posts, so a disagreement only they could see fails one of their next
 // calls. Every rank reduces the posts in rank order, so all get the same bits. A rank reuses a
