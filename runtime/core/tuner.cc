@@ -340,11 +340,11 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         moved = link_.coresShared ? (nn + 1) * b : (nn - 1) * b;
         break;
       case Collective::reduce:
-        // Only the root reads: its reads start when the posts are whole, where the chain's
-        // slots overlap the copy in with the reduction, so with a core each the post counts
-        // too (n = 2, close: the window took 1.1-1.3 times the chain's time from 8 to 64 KiB
-        // and beat it up to 4 KiB, docs/tuning_shm.md).
-        moved = link_.coresShared ? (nn + 1) * b : nn * b;
+        // Only the root reads, and it posts no payload: the others' posts overlap its reads
+        // across calls, so with a core each its reads are what counts (n = 2, close: the
+        // window took 0.85-0.95 of the chain's time from 4 to 64 KiB once the root stopped
+        // copying its input into its post, 1.1-1.3 times before; docs/tuning_shm.md).
+        moved = link_.coresShared ? nn * b : (nn - 1) * b;
         break;
       case Collective::reduce_scatter:
         // The whole buffer posted, this rank's block of each post read. Where each rank has a

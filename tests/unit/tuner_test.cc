@@ -391,14 +391,14 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   sharedForced.setOneShot(64 << 10);
   CHECK(sharedForced.choose(Collective::reduce, 64, 4).algorithm == Algorithm::oneshot);
   // Two ranks with cores: the all-reduce takes the window while the post fits (4 KiB: 0.8-1.1
-  // us against the slot algorithms' 1.0-1.6), the ring's half steps beyond; the reduce up to
-  // 4 KiB (its root reads only once the post is whole: tuner_placement_test.cc).
+  // us against the slot algorithms' 1.0-1.6), the ring's half steps beyond; so does the reduce,
+  // whose root posts no payload (tuner_placement_test.cc).
   for (size_t bytes : {size_t(4) << 10, size_t(16) << 10, size_t(64) << 10}) {
     CAPTURE(bytes);
     CHECK(t.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::oneshot);
-    CHECK((t.choose(Collective::reduce, bytes, 2).algorithm == Algorithm::oneshot) ==
-          (bytes <= (4 << 10)));
+    CHECK(t.choose(Collective::reduce, bytes, 2).algorithm == Algorithm::oneshot);
   }
+  CHECK(t.choose(Collective::reduce, 128 << 10, 2).algorithm != Algorithm::oneshot);
   CHECK(t.choose(Collective::all_reduce, 128 << 10, 2).algorithm == Algorithm::ring);
   // The all-gather's posts are one block each: the window while they fit (n = 2, 4-64 KiB:
   // 0.25-1.78 us against the ring's 0.43-1.98).
