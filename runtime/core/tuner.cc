@@ -342,7 +342,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       case Collective::reduce:
         // Only the root reads, and it posts no payload: the others' posts overlap its reads
         // across calls, so with a core each its reads are what counts (n = 2, close: the
-        // window took 0.85-0.95 of the chain's time from 4 to 64 KiB once the root stopped
+        // window took 0.7-1.0 of the chain's time from 4 to 64 KiB once the root stopped
         // copying its input into its post, 1.1-1.3 times before; docs/tuning_shm.md).
         moved = link_.coresShared ? nn * b : (nn - 1) * b;
         break;

@@ -244,7 +244,7 @@ TEST_CASE("the tuner: the two-rank all-to-all through the window, close by") {
 }
 
 // The window's reduce: only the root reads, and it posts no payload, so with a core each its
-// reads are what counts, (n - 1)·b (measured close by at n = 2: the one-shot took 0.85-0.95 of
+// reads are what counts, (n - 1)·b (measured close by at n = 2: the one-shot took 0.7-1.0 of
 // the chain's time from 4 to 64 KiB). Where ranks share cores everything runs on the same
 // cores: the others' posts count too, n·b.
 TEST_CASE("the tuner: the window's reduce counts the root's reads") {
