@@ -91,10 +91,10 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
       if (r == rank_ && (p.bytes != bytes || d.coll == Collective::reduce)) continue;
       posts[size_t(r)] = awaitPost(ctx, r, p.bytes) + at - p.skipped * count * es;
     }
-    // This rank's part from its own input, the same bytes as its post: the post's line is
-    // the one the others are reading, where a read can wait on their requests. In place the
-    // input is the output, which the first step overwrites: safe for ranks 0 and 1 only,
-    // whose part that step reads (element by element, before writing it).
+    // This rank's part from its own input (the same bytes as its post, where it posted them):
+    // the post's line is the one the others are reading, where a read can wait on their
+    // requests. In place the input is the output, which the first step overwrites: safe for
+    // ranks 0 and 1 only, whose part that step reads (element by element, before writing it).
     const std::byte* mine = static_cast<const std::byte*>(send) + at;
     if (mine != out || rank_ <= 1) {
       posts[size_t(rank_)] = mine;
