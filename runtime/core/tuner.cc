@@ -162,13 +162,16 @@ const char* algorithmName(Algorithm a) {
 
 std::optional<Algorithm> forcedAlgorithm(const std::string& name) {
   if (name.empty() || name == "auto") return std::nullopt;
-  for (Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::doubling, Algorithm::pairwise,
-                      Algorithm::hierarchical, Algorithm::oneshot, Algorithm::directRead}) {
+  constexpr Algorithm kForceable[] = {
+      Algorithm::ring,         Algorithm::tree,    Algorithm::doubling,  Algorithm::pairwise,
+      Algorithm::hierarchical, Algorithm::oneshot, Algorithm::directRead};
+  std::string names;
+  for (Algorithm a : kForceable) {
     if (name == algorithmName(a)) return a;
+    names += std::string(algorithmName(a)) + ", ";
   }
-  fail(Code::invalid_argument, "algorithm '" + name +
-                                   "' (GYRE_ALGO or gyreConfig_t) is not one of ring, tree, rd, "
-                                   "pairwise, hier, oneshot, read, auto");
+  fail(Code::invalid_argument,
+       "algorithm '" + name + "' (GYRE_ALGO or gyreConfig_t) is not one of " + names + "auto");
 }
 
 Tuner::Tuner(LinkCost link, const std::string& forced, size_t chunkBytes, size_t slotBytes)
