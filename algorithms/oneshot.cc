@@ -88,7 +88,7 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     for (int r = 0; r < n; ++r) {
       const PostLayout p = postLayout(d.coll, bytes, r, d.root, n);
       // A rank whose post lacks its own block (rank 0 or 1) reads its part from its input.
-      if (r == rank_ && (p.bytes != bytes || d.coll == Collective::reduce)) continue;
+      if (r == rank_ && p.bytes != bytes) continue;
       posts[size_t(r)] = awaitPost(ctx, r, p.bytes) + at - p.skipped * count * es;
     }
     // This rank's part from its own input (the same bytes as its post, where it posted them):
