@@ -117,9 +117,9 @@ std::shared_ptr<Connection> RdmaTransport::offer(const PeerInfo& peer, int chann
   std::memcpy(offer.magic, kOfferMagic, 4);
   offer.status = endpoint ? 0 : 1;
   if (endpoint) offer.address = endpoint->address();
-  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who);
+  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who, peer.rank);
   Offer reply{};
-  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who);
+  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who, peer.rank);
   if (std::memcmp(reply.magic, kReplyMagic, 4) != 0) fail(Code::remote_error, who + ": bad reply");
   if (error.empty() && reply.status != 0) {
     error = "rank " + std::to_string(peer.rank) + " could not set up its side (see its log)";
@@ -135,7 +135,7 @@ std::shared_ptr<Connection> RdmaTransport::offer(const PeerInfo& peer, int chann
   Confirm confirm{};
   std::memcpy(confirm.magic, kConfirmMagic, 4);
   confirm.status = error.empty() ? 0 : 1;
-  transferExactly(fd, &confirm, sizeof confirm, true, deadline, interrupted, who);
+  transferExactly(fd, &confirm, sizeof confirm, true, deadline, interrupted, who, peer.rank);
   if (!error.empty()) return fallBack(std::move(socket), peer.rank, channel, who, error);
   return std::make_shared<RdmaConnection>(std::move(endpoint), reply.address, socket.release(),
                                           config_.rank, peer.rank, channel, config_);
@@ -191,12 +191,15 @@ std::shared_ptr<Connection> RdmaTransport::collect(const PeerInfo& peer, int cha
   const std::string who = "rank " + std::to_string(config_.rank) + ": setting up rdma with rank " +
                           std::to_string(peer.rank) + " (channel " + std::to_string(channel) + ")";
   std::optional<Prepared> taken = prepared_.take(peer.rank, channel);
-  if (!taken) fail(Code::remote_error, who + ": the peer went away before it offered a queue pair");
+  if (!taken) {
+    throw Failure(Status{Code::remote_error,
+                         who + ": the peer went away before it offered a queue pair", peer.rank});
+  }
   Prepared prepared = std::move(*taken);
   // Our queue pair is ready to receive; the dialler's may not be until it confirms.
   Confirm confirm{};
   transferExactly(socket.native_handle(), &confirm, sizeof confirm, false, deadline, interrupted,
-                  who);
+                  who, peer.rank);
   if (std::memcmp(confirm.magic, kConfirmMagic, 4) != 0) {
     fail(Code::remote_error, who + ": bad confirmation");
   }

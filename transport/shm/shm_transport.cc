@@ -108,9 +108,9 @@ std::shared_ptr<Connection> ShmTransport::offer(const PeerInfo& peer, int channe
     offer.status = 1;
   }
   const int fd = socket.native_handle();
-  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who);
+  transferExactly(fd, &offer, sizeof offer, true, deadline, interrupted, who, peer.rank);
   Reply reply{};
-  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who);
+  transferExactly(fd, &reply, sizeof reply, false, deadline, interrupted, who, peer.rank);
   segment.closeHandle();  // mapped on both sides, or never will be
   if (std::memcmp(reply.magic, kReplyMagic, 4) != 0) fail(Code::remote_error, who + ": bad reply");
   if (offer.status == 0 && reply.status != 0) {
@@ -176,7 +176,10 @@ std::shared_ptr<Connection> ShmTransport::collect(const PeerInfo& peer, int chan
                           ": setting up shared memory with rank " + std::to_string(peer.rank) +
                           " (channel " + std::to_string(channel) + ")";
   std::optional<Prepared> taken = prepared_.take(peer.rank, channel);
-  if (!taken) fail(Code::remote_error, who + ": the peer went away before it offered a segment");
+  if (!taken) {
+    throw Failure(Status{Code::remote_error,
+                         who + ": the peer went away before it offered a segment", peer.rank});
+  }
   Prepared prepared = std::move(*taken);
   if (!prepared.error.empty()) {
     if (required_) fail(Code::system_error, who + ": " + prepared.error + " (GYRE_TRANSPORT=shm)");

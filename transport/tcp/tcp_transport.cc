@@ -529,7 +529,7 @@ tcp::socket TcpTransport::awaitAccepted(const PeerInfo& peer, int channel,
 
 // Blocking transfer of exactly `bytes` on a non-blocking socket, bounded by `deadline`.
 void transferExactly(int fd, void* buffer, size_t bytes, bool sending, Clock::time_point deadline,
-                     const Transport::Interrupt& interrupted, const std::string& who) {
+                     const Transport::Interrupt& interrupted, const std::string& who, int peer) {
   auto* p = static_cast<char*>(buffer);
   size_t done = 0;
   while (done < bytes) {
@@ -539,7 +539,11 @@ void transferExactly(int fd, void* buffer, size_t bytes, bool sending, Clock::ti
       done += size_t(n);
       continue;
     }
-    if (n == 0) fail(Code::remote_error, who + ": the peer closed the connection");
+    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+      throw Failure(Status{
+          Code::remote_error,
+          who + ": " + (n == 0 ? "the peer closed the connection" : errnoText(errno)), peer});
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       fail(Code::remote_error, who + ": " + errnoText(errno));
     }

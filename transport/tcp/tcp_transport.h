@@ -78,8 +78,9 @@ class TcpTransport : public Transport {
 };
 
 // Blocking transfer of exactly `bytes` on a non-blocking socket, bounded by `deadline`; for
-// the setup messages that follow the handshake. Throws Failure prefixed with `who`.
+// the setup messages that follow the handshake with rank `peer`. Throws Failure prefixed with
+// `who`; where the peer closed or reset the connection, naming `peer` as the rank lost.
 void transferExactly(int fd, void* buffer, size_t bytes, bool sending, Clock::time_point deadline,
-                     const Transport::Interrupt& interrupted, const std::string& who);
+                     const Transport::Interrupt& interrupted, const std::string& who, int peer);
 
 }  // namespace gyre
