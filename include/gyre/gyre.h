@@ -154,6 +154,21 @@ GYRE_API gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle);
 GYRE_API gyreResult_t gyreCommGetAsyncError(gyreComm_t comm, gyreResult_t* asyncError);
 GYRE_API gyreResult_t gyreCommCount(const gyreComm_t comm, int* count);
 GYRE_API gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank);
+/* The CUDA device of the communicator, as NCCL's ncclCommCuDevice: the device that was current
+ * on the thread that made it (set it with cudaSetDevice first), devlist[i] (else i) for
+ * gyreCommInitAll's comms[i], the parent's for gyreCommSplit, gyreCommShrink and gyreCommDup.
+ * gyre itself finds each buffer's device; this only reports. gyreInvalidUsage where the process
+ * had not loaded the CUDA driver when the communicator was made (or gyre was built without
+ * CUDA). */
+GYRE_API gyreResult_t gyreCommCuDevice(const gyreComm_t comm, int* device);
+
+/* `size` bytes of CUDA device memory on the calling thread's current device, as NCCL's
+ * ncclMemAlloc (cudaMalloc here): every gyre call takes it, as it takes any device memory.
+ * Free it with gyreMemFree (NULL: a no-op). gyreSystemError with CUDA's error where the
+ * allocation fails (no device, no driver, out of memory); gyreInvalidUsage in a build without
+ * CUDA. */
+GYRE_API gyreResult_t gyreMemAlloc(void** ptr, size_t size);
+GYRE_API gyreResult_t gyreMemFree(void* ptr);
 
 /* A sum in which every rank's input is first multiplied by the scalar (one element of
  * `datatype`), as NCCL's ncclRedOpCreatePreMulSum: an op for gyreAllReduce, gyreReduce and

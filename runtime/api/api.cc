@@ -14,6 +14,7 @@
 #include "base/auth.h"
 #include "gyre/gyre.h"
 #include "runtime/api/api_internal.h"
+#include "runtime/cuda/device_alloc.h"
 #include "runtime/store/server.h"
 
 namespace gyre::api {
@@ -215,7 +216,7 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
       if (userConfig->channels > 0) config.channels = userConfig->channels;
     }
     auto impl = gyre::Communicator::create(std::move(config));
-    *comm = new gyreComm{std::move(impl)};
+    *comm = new gyreComm{std::move(impl), gyre::currentCudaDevice()};
   });
 }
 
@@ -259,6 +260,7 @@ gyreResult_t gyreCommInitAll(gyreComm_t* comms, int ndev, const int* devlist) {
       gyre::fail(static_cast<gyre::Code>(results[size_t(i)]),
                  "gyreCommInitAll: " + messages[size_t(i)]);
     }
+    for (int i = 0; i < ndev; ++i) comms[i]->cudaDevice = devlist ? devlist[i] : i;
   });
 }
 
@@ -267,7 +269,7 @@ gyreResult_t gyreCommInitFromEnv(gyreComm_t* comm) {
     if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
     *comm = nullptr;
     auto impl = gyre::Communicator::create(gyre::configFromEnv());
-    *comm = new gyreComm{std::move(impl)};
+    *comm = new gyreComm{std::move(impl), gyre::currentCudaDevice()};
   });
 }
 
@@ -330,6 +332,33 @@ gyreResult_t gyreCommUserRank(const gyreComm_t comm, int* rank) {
   });
 }
 
+gyreResult_t gyreCommCuDevice(const gyreComm_t comm, int* device) {
+  return guarded([&] {
+    if (!device) gyre::fail(gyre::Code::invalid_argument, "gyreCommCuDevice: device is null");
+    const int rank = commOf(comm).rank();
+    if (comm->cudaDevice < 0) {
+      gyre::fail(gyre::Code::invalid_usage,
+                 "rank " + std::to_string(rank) +
+                     ": gyreCommCuDevice: the communicator has no CUDA device (the process had "
+                     "not loaded the CUDA driver when it was made; call cudaSetDevice first)");
+    }
+    *device = comm->cudaDevice;
+  });
+}
+
+gyreResult_t gyreMemAlloc(void** ptr, size_t size) {
+  return guarded([&] {
+    if (!ptr) gyre::fail(gyre::Code::invalid_argument, "gyreMemAlloc: ptr is null");
+    *ptr = nullptr;
+    if (size == 0) gyre::fail(gyre::Code::invalid_argument, "gyreMemAlloc: size is 0");
+    *ptr = gyre::allocateDeviceMemory(size, "gyreMemAlloc");
+  });
+}
+
+gyreResult_t gyreMemFree(void* ptr) {
+  return guarded([&] { gyre::freeDeviceMemory(ptr, "gyreMemFree"); });
+}
+
 gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int excludeCount,
                             gyreComm_t* newcomm, const gyreConfig_t* config, int flags) {
   return guarded([&] {
@@ -346,7 +375,8 @@ gyreResult_t gyreCommShrink(gyreComm_t comm, const int* excludeRanks, int exclud
     }
     const gyre::CommConfig overrides = childOverrides(config);
     const std::vector<int> exclude(excludeRanks, excludeRanks + excludeCount);
-    *newcomm = new gyreComm{c.shrink(exclude, flags == GYRE_SHRINK_ABORT, &overrides)};
+    *newcomm =
+        new gyreComm{c.shrink(exclude, flags == GYRE_SHRINK_ABORT, &overrides), comm->cudaDevice};
   });
 }
 
@@ -360,7 +390,7 @@ gyreResult_t gyreCommSplit(gyreComm_t comm, int color, int key, gyreComm_t* newc
     }
     const gyre::CommConfig overrides = childOverrides(config);
     auto child = commOf(comm).split(color, key, &overrides);
-    if (child) *newcomm = new gyreComm{std::move(child)};
+    if (child) *newcomm = new gyreComm{std::move(child), comm->cudaDevice};
   });
 }
 
@@ -368,7 +398,7 @@ gyreResult_t gyreCommDup(gyreComm_t comm, gyreComm_t* newcomm) {
   return guarded([&] {
     if (!newcomm) gyre::fail(gyre::Code::invalid_argument, "newcomm is null");
     *newcomm = nullptr;
-    *newcomm = new gyreComm{commOf(comm).dup()};
+    *newcomm = new gyreComm{commOf(comm).dup(), comm->cudaDevice};
   });
 }
 

@@ -26,8 +26,12 @@ struct PreMulSum {
 }  // namespace gyre::api
 
 struct gyreComm {
-  explicit gyreComm(std::unique_ptr<gyre::Communicator> c) : impl(std::move(c)) {}
+  gyreComm(std::unique_ptr<gyre::Communicator> c, int device)
+      : impl(std::move(c)), cudaDevice(device) {}
   std::unique_ptr<gyre::Communicator> impl;
+  // gyreCommCuDevice's answer: the device current where the communicator was made (a child's
+  // parent's, gyreCommInitAll's from devlist), -1 for none.
+  int cudaDevice;
   std::mutex preMulLock;
   std::vector<std::optional<gyre::api::PreMulSum>> preMulSums;  // op gyreNumOps + index
 };

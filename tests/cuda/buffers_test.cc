@@ -440,6 +440,38 @@ TEST_CASE("pinned and managed memory with no stream are host memory: blocking ca
   }
 }
 
+TEST_CASE("gyreMemAlloc's memory in every rank's all-reduce; gyreCommCuDevice names the device") {
+  Job job(2);  // made on new threads, whose current device is CUDA's default: 0
+  const size_t count = 4099;
+  const gyre::test::Data data{DataType::f64, RedOp::sum, 2, gSeed};
+  job.run([&](int r) {
+    int commDevice = -1;
+    OK(gyreCommCuDevice(job.comms[r], &commDevice));
+    CHECK(commDevice == 0);
+    void* send = nullptr;
+    void* recv = nullptr;
+    OK(gyreMemAlloc(&send, count * 8));
+    OK(gyreMemAlloc(&recv, count * 8));
+    cudaPointerAttributes attributes{};
+    CUDA_OK(cudaPointerGetAttributes(&attributes, recv));
+    CHECK(attributes.type == cudaMemoryTypeDevice);
+    const auto in = inputOf(data, r, 0, count);
+    CUDA_OK(cudaMemcpy(send, in.data(), in.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(recv, 0xff, count * 8));  // poisoned: unwritten elements show
+    OK(gyreAllReduce(send, recv, count, gyreFloat64, gyreSum, job.comms[r], job.streams[r]));
+    CUDA_OK(cudaStreamSynchronize(job.streams[r]));
+    std::vector<unsigned char> out(count * 8);
+    CUDA_OK(cudaMemcpy(out.data(), recv, out.size(), cudaMemcpyDeviceToHost));
+    checkBytes(out, 0, expectedOf(data, 0, count), "gyreMemAlloc's buffers");
+    OK(gyreMemFree(send));
+    OK(gyreMemFree(recv));
+  });
+  int host = 0;
+  CHECK(gyreMemFree(&host) != gyreSuccess);  // not CUDA's: refused, named
+  CHECK(std::string(gyreGetLastError(nullptr)).find("gyreMemFree: cudaFree failed") !=
+        std::string::npos);
+}
+
 int main(int argc, char** argv) {
   return runTests("cuda buffers test", argc, argv);
 }

@@ -1,7 +1,8 @@
 // The look for the CUDA driver (base/device_memory): a throttled look answers from its last
 // look for 100 ms, so a driver loaded since goes unseen; findCudaDriver looks at once. Runs in
 // a process of its own, since it loads the CUDA toolkit's stub libcuda (no GPU or driver needed),
-// and exits 77 (skipped) where the toolkit's stub is not installed.
+// and exits 77 (skipped) where the toolkit's stub is not installed. With the stub as the driver,
+// gyreMemAlloc fails as it does on a machine without a GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <dlfcn.h>
 #include <doctest/doctest.h>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "base/device_memory.h"
+#include "gyre/gyre.h"
 
 namespace {
 
@@ -41,6 +43,22 @@ TEST_CASE("a driver loaded after a look: the throttled look misses it, findCudaD
   CHECK(gyre::cudaDriverLoaded());  // found once, answered from then on
   int host = 0;
   CHECK_FALSE(gyre::isCudaDeviceMemory(&host));  // the stub fails every query: not device memory
+}
+
+TEST_CASE("gyreMemAlloc with no usable driver: refused, CUDA's error named, nothing returned") {
+  REQUIRE(dlopen(stubPath().c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr);
+  void* p = &p;
+  const gyreResult_t r = gyreMemAlloc(&p, 1 << 20);
+  const std::string message = gyreGetLastError(nullptr);
+  CHECK(p == nullptr);
+#ifdef GYRE_HAVE_CUDA
+  CHECK(r == gyreSystemError);
+  CHECK_MESSAGE(message.find("gyreMemAlloc: cudaMalloc of 1048576 bytes failed: cudaError") == 0,
+                message);
+#else
+  CHECK(r == gyreInvalidUsage);
+  CHECK_MESSAGE(message.find("gyreMemAlloc: this build of gyre has no CUDA support") == 0, message);
+#endif
 }
 
 int main(int argc, char** argv) {
