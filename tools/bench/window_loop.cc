@@ -1,0 +1,107 @@
+// The host window's calls alone (algorithms/oneshot.h), without the communicator around them:
+// two threads pinned to CPUs 0 and 1 run OneShot::run over a window in memory, calls back to
+// back, and print the time a call on each. Beside `gyre-bench` (the whole path through the C API)
+// in launches alternated while the placement probe finds the CPUs far apart or close, it tells
+// what the window costs and what the layers above it add (docs/perf/small_calls.md).
+//   gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather [BYTES=64] [CALLS=1000000]
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/oneshot.h"
+#include "link/mailbox.h"
+
+namespace {
+
+using namespace gyre;
+
+void pinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+bool collectiveNamed(const std::string& name, Collective& coll) {
+  const std::pair<const char*, Collective> known[] = {
+      {"gather", Collective::gather},         {"reduce", Collective::reduce},
+      {"broadcast", Collective::broadcast},   {"all_reduce", Collective::all_reduce},
+      {"all_gather", Collective::all_gather},
+  };
+  for (const auto& [n, c] : known) {
+    if (name == n) {
+      coll = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Collective coll{};
+  if (argc < 2 || !collectiveNamed(argv[1], coll)) {
+    std::fprintf(stderr,
+                 "usage: gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather "
+                 "[BYTES=64] [CALLS=1000000]\n");
+    return 2;
+  }
+  const size_t bytes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
+  const long calls = argc > 3 ? std::strtol(argv[3], nullptr, 10) : 1000000;
+  const size_t count = std::max<size_t>(1, bytes / 4);  // float elements, per rank where per rank
+  constexpr int n = 2;
+  constexpr size_t kCapacity = 65536;  // GYRE_ONESHOT_BYTES's default
+  const size_t windowBytes = MailboxWindow::bytesFor(n, kCapacity);
+  void* base =
+      mmap(nullptr, windowBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    std::perror("mmap");
+    return 1;
+  }
+  const MailboxWindow windows[n] = {MailboxWindow(base, n, kCapacity, true),
+                                    MailboxWindow(base, n, kCapacity, false)};
+  double usPerCall[n] = {};
+  auto rank = [&](int r) {
+    pinTo(r);
+    OneShot window(windows[r], r);
+    window.useSleeperBarriers();
+    std::vector<float> in(count * n, float(r + 1)), out(count * n, 0);
+    OpContext ctx;
+    ctx.rank = r;
+    ctx.nranks = n;
+    ctx.timeout = std::chrono::seconds(10);
+    ctx.busy.spin = std::chrono::milliseconds(50);
+    ctx.desc = {0, count, 0, coll, DataType::f32, RedOp::sum};
+    for (int round = 0; round < 2; ++round) {  // the first warms up
+      const auto start = std::chrono::steady_clock::now();
+      for (long k = 0; k < calls; ++k) {
+        ++ctx.desc.seq;
+        ctx.deadline = start + std::chrono::seconds(60);
+        window.run(ctx, in.data(), out.data());
+      }
+      usPerCall[r] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+          double(calls) * 1e6;
+    }
+  };
+  try {
+    std::thread other(rank, 1);
+    rank(0);
+    other.join();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gyre-window-loop: %s\n", e.what());
+    return 1;
+  }
+  std::printf("%s of %zu B at n = 2, the window alone: %.3f us a call on rank 0, %.3f on rank 1\n",
+              argv[1], count * 4, usPerCall[0], usPerCall[1]);
+  return 0;
+}
