@@ -35,7 +35,7 @@ void freeDeviceMemory(void* p, const std::string& who) {
   if (!p) return;
   if (cudaError_t e = cudaFree(p); e != cudaSuccess) {
     cudaGetLastError();
-    fail(cudaErrorInvalidValue == e ? Code::invalid_argument : Code::system_error,
+    fail(e == cudaErrorInvalidValue ? Code::invalid_argument : Code::system_error,
          who + ": cudaFree failed: " + cudaText(e));
   }
 }

@@ -2,22 +2,16 @@
 // devices gyreCommInitAll was given, a child's parent's, none where the process has no CUDA
 // driver) and the argument checks of gyreMemAlloc and gyreMemFree, which touch no CUDA. Their
 // device paths: tests/cuda/buffers_test.cc; a failing allocation: tests/unit/driver_look_test.cc.
-#include <dlfcn.h>
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
+#include "base/device_memory.h"
 #include "gyre/gyre.h"
 #include "tests/harness/c_api_ranks.h"
 
 namespace {
-
-bool driverLoaded() {
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (handle) dlclose(handle);
-  return handle != nullptr;
-}
 
 std::string lastError() {
   return gyreGetLastError(nullptr);
@@ -61,7 +55,7 @@ TEST_CASE("gyreCommCuDevice: gyreCommInitAll's devlist, a child's parent's, refu
 }
 
 TEST_CASE("gyreCommCuDevice: a communicator made without the CUDA driver has no device") {
-  if (driverLoaded()) return;  // this process went to CUDA: the device is whatever it chose
+  if (gyre::findCudaDriver()) return;  // this process went to CUDA: the device is whatever it chose
   auto comms = gyre::test::initComms(1);
   int device = -7;
   CHECK(gyreCommCuDevice(comms[0], &device) == gyreInvalidUsage);
@@ -69,11 +63,11 @@ TEST_CASE("gyreCommCuDevice: a communicator made without the CUDA driver has no 
   CHECK(lastError().find("rank 0: gyreCommCuDevice: the communicator has no CUDA device") !=
         std::string::npos);
   OK(gyreCommDestroy(comms[0]));
-  CHECK_FALSE(driverLoaded());  // asking loaded nothing
+  CHECK_FALSE(gyre::findCudaDriver());  // asking loaded nothing
 }
 
 TEST_CASE("gyreMemAlloc and gyreMemFree: arguments refused before CUDA is touched") {
-  const bool loaded = driverLoaded();
+  const bool loaded = gyre::findCudaDriver();
   CHECK(gyreMemAlloc(nullptr, 64) == gyreInvalidArgument);
   CHECK(lastError().find("gyreMemAlloc: ptr is null") != std::string::npos);
   void* p = &p;
@@ -81,5 +75,5 @@ TEST_CASE("gyreMemAlloc and gyreMemFree: arguments refused before CUDA is touche
   CHECK(lastError().find("gyreMemAlloc: size is 0") != std::string::npos);
   CHECK(p == nullptr);
   OK(gyreMemFree(nullptr));
-  CHECK(driverLoaded() == loaded);
+  CHECK(gyre::findCudaDriver() == loaded);
 }
