@@ -8,15 +8,18 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "algorithms/oneshot.h"
+#include "base/wait.h"
 #include "link/mailbox.h"
 
 namespace {
@@ -57,7 +60,7 @@ int main(int argc, char** argv) {
   }
   const size_t bytes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   const long calls = argc > 3 ? std::strtol(argv[3], nullptr, 10) : 1000000;
-  const size_t count = std::max<size_t>(1, bytes / 4);  // float elements, per rank where per rank
+  const size_t count = std::max<size_t>(1, bytes / 4);  // floats (per rank for a gather)
   constexpr int n = 2;
   constexpr size_t kCapacity = 65536;  // GYRE_ONESHOT_BYTES's default
   const size_t windowBytes = MailboxWindow::bytesFor(n, kCapacity);
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
   auto rank = [&](int r) {
     pinTo(r);
     OneShot window(windows[r], r);
-    window.useSleeperBarriers();
+    if (registerSleeperBarriers()) window.useSleeperBarriers();
     std::vector<float> in(count * n, float(r + 1)), out(count * n, 0);
     OpContext ctx;
     ctx.rank = r;
@@ -93,13 +96,28 @@ int main(int argc, char** argv) {
           double(calls) * 1e6;
     }
   };
-  try {
-    std::thread other(rank, 1);
-    rank(0);
-    other.join();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gyre-window-loop: %s\n", e.what());
-    return 1;
+  // Each rank on a thread of its own; a failure (a wait past its deadline) ends the program
+  // with its message instead of terminating a thread.
+  std::exception_ptr failed[n];
+  std::thread threads[n];
+  for (int r = 0; r < n; ++r) {
+    threads[r] = std::thread([&, r] {
+      try {
+        rank(r);
+      } catch (...) {
+        failed[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& f : failed) {
+    if (!f) continue;
+    try {
+      std::rethrow_exception(f);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gyre-window-loop: %s\n", e.what());
+      return 1;
+    }
   }
   std::printf("%s of %zu B at n = 2, the window alone: %.3f us a call on rank 0, %.3f on rank 1\n",
               argv[1], count * 4, usPerCall[0], usPerCall[1]);
