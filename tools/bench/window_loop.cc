@@ -2,8 +2,11 @@
 // two threads pinned to CPUs 0 and 1 run OneShot::run over a window in memory, calls back to
 // back, and print the time a call on each. Beside `gyre-bench` (the whole path through the C API)
 // in launches alternated while the placement probe finds the CPUs far apart or close, it tells
-// what the window costs and what the layers above it add (docs/perf/small_calls.md).
+// what the window costs and what the layers above it add (docs/perf/small_calls.md). STORES0 and
+// STORES1 add that many stores to private memory after each call of rank 0 and rank 1, standing
+// for the stores of the layers above the window (a call path's stack frames and copies).
 //   gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather [BYTES=64] [CALLS=1000000]
+//                    [STORES0=0] [STORES1=0]
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -55,11 +58,19 @@ int main(int argc, char** argv) {
   if (argc < 2 || !collectiveNamed(argv[1], coll)) {
     std::fprintf(stderr,
                  "usage: gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather "
-                 "[BYTES=64] [CALLS=1000000]\n");
+                 "[BYTES=64] [CALLS=1000000] [STORES0=0] [STORES1=0]\n");
     return 2;
   }
   const size_t bytes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   const long calls = argc > 3 ? std::strtol(argv[3], nullptr, 10) : 1000000;
+  constexpr int kMaxStores = 4096;
+  const int extraStores[2] = {argc > 4 ? std::atoi(argv[4]) : 0, argc > 5 ? std::atoi(argv[5]) : 0};
+  if (calls <= 0 || extraStores[0] < 0 || extraStores[1] < 0 || extraStores[0] > kMaxStores ||
+      extraStores[1] > kMaxStores) {
+    std::fprintf(stderr, "gyre-window-loop: CALLS must be positive, STORES0 and STORES1 0-%d\n",
+                 kMaxStores);
+    return 2;
+  }
   const size_t count = std::max<size_t>(1, bytes / 4);  // floats (per rank for a gather)
   constexpr int n = 2;
   constexpr size_t kCapacity = 65536;  // GYRE_ONESHOT_BYTES's default
@@ -73,6 +84,8 @@ int main(int argc, char** argv) {
   const MailboxWindow windows[n] = {MailboxWindow(base, n, kCapacity, true),
                                     MailboxWindow(base, n, kCapacity, false)};
   double usPerCall[n] = {};
+  // Each rank's stores go to lines of its own, through a volatile pointer: every one is made.
+  static long storeSink[n][kMaxStores + 8];
   auto rank = [&](int r) {
     pinTo(r);
     OneShot window(windows[r], r);
@@ -90,6 +103,8 @@ int main(int argc, char** argv) {
       for (long k = 0; k < calls; ++k) {
         ++ctx.desc.seq;
         window.run(ctx, in.data(), out.data());
+        volatile long* sink = storeSink[r];
+        for (int s = 0; s < extraStores[r]; ++s) sink[s] = k;
       }
       usPerCall[r] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
@@ -119,7 +134,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("%s of %zu B at n = 2, the window alone: %.3f us a call on rank 0, %.3f on rank 1\n",
+  std::printf("%s of %zu B at n = 2, the window alone: %.3f us a call on rank 0, %.3f on rank 1",
               argv[1], count * 4, usPerCall[0], usPerCall[1]);
+  if (extraStores[0] || extraStores[1]) {
+    std::printf(" (%d and %d more stores a call)", extraStores[0], extraStores[1]);
+  }
+  std::printf("\n");
   return 0;
 }
