@@ -113,6 +113,15 @@ GYRE_API gyreResult_t gyreGetUniqueId(gyreUniqueId* uniqueId);
 GYRE_API gyreResult_t gyreCommInitRank(gyreComm_t* comm, int nranks, gyreUniqueId commId, int rank);
 GYRE_API gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId commId,
                                              int rank, const gyreConfig_t* config);
+/* As NCCL's ncclCommInitRankScalable: nId ids (1 to nranks), the same on every rank and in the
+ * same order, each from gyreGetUniqueId. gyre's ranks meet through one rendezvous server per job,
+ * so every rank joins through the first id's; the ranks then compare their whole lists, and where
+ * one differs the call fails on every rank, naming the ranks (a rank whose first id differs never
+ * meets the others: every rank's wait ends at the timeout). The servers of the other ids, which
+ * no rank joins, stay until their processes exit (gyreGetUniqueId). */
+GYRE_API gyreResult_t gyreCommInitRankScalable(gyreComm_t* comm, int nranks, int rank, int nId,
+                                               const gyreUniqueId* commIds,
+                                               const gyreConfig_t* config);
 
 /* Makes the `ndev` communicators of one job in this process, rank i in comms[i], as NCCL's
  * ncclCommInitAll: for a thread that drives several ranks, their calls in groups (a group runs

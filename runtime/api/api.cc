@@ -127,6 +127,50 @@ gyre::CommConfig childOverrides(const gyreConfig_t* config) {
   return overrides;
 }
 
+// The settings of a communicator joined through `commId`: its rendezvous, job and secret, then
+// the environment's tuning and the user's gyreConfig_t.
+gyre::CommConfig initConfig(const gyreUniqueId& commId, int nranks, int rank,
+                            const gyreConfig_t* userConfig) {
+  const char* id = commId.internal;
+  const size_t hostLen = size_t(static_cast<unsigned char>(id[6]));
+  if (std::memcmp(id, kIdMagic, 4) != 0 || hostLen == 0 || hostLen > kIdHostMax) {
+    gyre::fail(gyre::Code::invalid_argument, "not a gyreUniqueId (from gyreGetUniqueId)");
+  }
+  uint16_t port;
+  std::memcpy(&port, id + 4, 2);
+  gyre::CommConfig config;
+  config.rank = rank;
+  config.nranks = nranks;
+  config.rendezvous = gyre::joinHostPort(std::string(id + kIdHostOffset, hostLen), port);
+  config.jobId = std::string(id + kIdJobOffset, 32);
+  config.secret = std::string(id + kIdSecretOffset, 32);
+  gyre::applyTuningEnv(config);
+  if (userConfig) {
+    if (userConfig->size < sizeof(gyreConfig_t)) {
+      gyre::fail(gyre::Code::invalid_argument,
+                 "gyreConfig_t.size is wrong: start from GYRE_CONFIG_INITIALIZER");
+    }
+    if (userConfig->timeoutMs < 0 || userConfig->slotBytes < 0 || userConfig->nSlots < 0) {
+      gyre::fail(gyre::Code::invalid_argument, "gyreConfig_t fields must not be negative");
+    }
+    if (userConfig->timeoutMs) config.timeout = std::chrono::milliseconds(userConfig->timeoutMs);
+    if (userConfig->slotBytes) config.slotBytes = size_t(userConfig->slotBytes);
+    if (userConfig->nSlots) config.nSlots = uint32_t(userConfig->nSlots);
+    if (userConfig->algorithm) config.algorithm = userConfig->algorithm;
+    if (userConfig->channels > 0) config.channels = userConfig->channels;
+  }
+  return config;
+}
+
+// FNV-1a over the ids, in order: what gyreCommInitRankScalable's ranks compare.
+uint64_t idsDigest(const gyreUniqueId* ids, int n) {
+  uint64_t h = 14695981039346656037ull;
+  for (int i = 0; i < n; ++i) {
+    for (char c : ids[i].internal) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  return h;
+}
+
 // gyreCommInitAll's way back from a rank that failed.
 void destroyAll(gyreComm_t* comms, int ndev) {
   for (int i = 0; i < ndev; ++i) {
@@ -187,35 +231,39 @@ gyreResult_t gyreCommInitRankConfig(gyreComm_t* comm, int nranks, gyreUniqueId c
   return guarded([&] {
     if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
     *comm = nullptr;
-    const char* id = commId.internal;
-    const size_t hostLen = size_t(static_cast<unsigned char>(id[6]));
-    if (std::memcmp(id, kIdMagic, 4) != 0 || hostLen == 0 || hostLen > kIdHostMax) {
-      gyre::fail(gyre::Code::invalid_argument, "not a gyreUniqueId (from gyreGetUniqueId)");
+    *comm = new gyreComm{gyre::Communicator::create(initConfig(commId, nranks, rank, userConfig)),
+                         gyre::currentCudaDevice()};
+  });
+}
+
+gyreResult_t gyreCommInitRankScalable(gyreComm_t* comm, int nranks, int rank, int nId,
+                                      const gyreUniqueId* commIds, const gyreConfig_t* userConfig) {
+  return guarded([&] {
+    if (!comm) gyre::fail(gyre::Code::invalid_argument, "comm is null");
+    *comm = nullptr;
+    if (!commIds)
+      gyre::fail(gyre::Code::invalid_argument, "gyreCommInitRankScalable: commIds is null");
+    if (nId < 1 || nId > std::max(nranks, 1)) {
+      gyre::fail(gyre::Code::invalid_argument, "gyreCommInitRankScalable: nId " +
+                                                   std::to_string(nId) + " must be 1 to nranks (" +
+                                                   std::to_string(nranks) + ")");
     }
-    uint16_t port;
-    std::memcpy(&port, id + 4, 2);
-    gyre::CommConfig config;
-    config.rank = rank;
-    config.nranks = nranks;
-    config.rendezvous = gyre::joinHostPort(std::string(id + kIdHostOffset, hostLen), port);
-    config.jobId = std::string(id + kIdJobOffset, 32);
-    config.secret = std::string(id + kIdSecretOffset, 32);
-    gyre::applyTuningEnv(config);
-    if (userConfig) {
-      if (userConfig->size < sizeof(gyreConfig_t)) {
+    for (int i = 1; i < nId; ++i) initConfig(commIds[i], nranks, rank, nullptr);  // each checked
+    // One rendezvous serves every rank; the first id names it. Every rank then compares the
+    // whole list, so a rank given other ids fails here, named, instead of in a later call.
+    auto impl = gyre::Communicator::create(initConfig(commIds[0], nranks, rank, userConfig));
+    const uint64_t mine = idsDigest(commIds, nId);
+    std::vector<uint64_t> all(size_t(impl->size()));
+    impl->allGather(&mine, all.data(), 1, gyre::DataType::u64);
+    for (int r = 0; r < impl->size(); ++r) {
+      if (all[size_t(r)] != mine) {
         gyre::fail(gyre::Code::invalid_argument,
-                   "gyreConfig_t.size is wrong: start from GYRE_CONFIG_INITIALIZER");
+                   "rank " + std::to_string(rank) + ": gyreCommInitRankScalable: ranks " +
+                       std::to_string(rank) + " and " + std::to_string(r) +
+                       " passed different unique ids (every rank passes the same nId ids, in "
+                       "the same order)");
       }
-      if (userConfig->timeoutMs < 0 || userConfig->slotBytes < 0 || userConfig->nSlots < 0) {
-        gyre::fail(gyre::Code::invalid_argument, "gyreConfig_t fields must not be negative");
-      }
-      if (userConfig->timeoutMs) config.timeout = std::chrono::milliseconds(userConfig->timeoutMs);
-      if (userConfig->slotBytes) config.slotBytes = size_t(userConfig->slotBytes);
-      if (userConfig->nSlots) config.nSlots = uint32_t(userConfig->nSlots);
-      if (userConfig->algorithm) config.algorithm = userConfig->algorithm;
-      if (userConfig->channels > 0) config.channels = userConfig->channels;
     }
-    auto impl = gyre::Communicator::create(std::move(config));
     *comm = new gyreComm{std::move(impl), gyre::currentCudaDevice()};
   });
 }

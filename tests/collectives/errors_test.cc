@@ -406,3 +406,58 @@ TEST_CASE("C API: the timeout in the init config bounds a wait") {
   CHECK(gyreCommInitRankConfig(&c, 2, id, 0, &bad) == gyreInvalidArgument);
   for (auto comm : comms) gyreCommDestroy(comm);
 }
+
+TEST_CASE("C API: scalable init joins through the first of several ids, the lists compared") {
+  const int n = 4;
+  gyreUniqueId ids[2];
+  REQUIRE(gyreGetUniqueId(&ids[0]) == gyreSuccess);
+  REQUIRE(gyreGetUniqueId(&ids[1]) == gyreSuccess);
+  std::vector<gyreComm_t> comms(n);
+  test::onThreads(n, [&](int r) {
+    REQUIRE(gyreCommInitRankScalable(&comms[r], n, r, 2, ids, nullptr) == gyreSuccess);
+  });
+  test::onThreads(n, [&](int r) {
+    int rank = -1, count = -1;
+    CHECK(gyreCommUserRank(comms[r], &rank) == gyreSuccess);
+    CHECK(gyreCommCount(comms[r], &count) == gyreSuccess);
+    CHECK(rank == r);
+    CHECK(count == n);
+    int64_t v = int64_t(1) << (8 * r), out = -1;
+    CHECK(gyreAllReduce(&v, &out, 1, gyreInt64, gyreSum, comms[r], nullptr) == gyreSuccess);
+    CHECK(out == 0x01010101);
+  });
+  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
+
+  // Rank 2 was given the second id twice: every rank fails, naming a pair that differs.
+  gyreUniqueId fresh[2], other[2];
+  REQUIRE(gyreGetUniqueId(&fresh[0]) == gyreSuccess);
+  REQUIRE(gyreGetUniqueId(&fresh[1]) == gyreSuccess);
+  other[0] = fresh[0];
+  other[1] = fresh[0];
+  std::vector<gyreComm_t> failed(n, reinterpret_cast<gyreComm_t>(&comms));  // poisoned
+  std::vector<std::string> messages(n);
+  test::onThreads(n, [&](int r) {
+    CHECK(gyreCommInitRankScalable(&failed[r], n, r, 2, r == 2 ? other : fresh, nullptr) ==
+          gyreInvalidArgument);
+    messages[r] = gyreGetLastError(nullptr);
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK(failed[r] == nullptr);
+    CHECK(contains(messages[r], "rank " + std::to_string(r) + ": gyreCommInitRankScalable"));
+    CHECK(contains(messages[r], "passed different unique ids"));
+    CHECK(
+        contains(messages[r], r == 2 ? "ranks 2 and 0" : "ranks " + std::to_string(r) + " and 2"));
+  }
+
+  gyreComm_t c = reinterpret_cast<gyreComm_t>(&comms);
+  CHECK(gyreCommInitRankScalable(&c, 2, 0, 0, ids, nullptr) == gyreInvalidArgument);
+  CHECK(c == nullptr);
+  CHECK(contains(gyreGetLastError(nullptr), "nId 0 must be 1 to nranks (2)"));
+  CHECK(gyreCommInitRankScalable(&c, 2, 0, 3, ids, nullptr) == gyreInvalidArgument);
+  CHECK(gyreCommInitRankScalable(&c, 2, 0, 1, nullptr, nullptr) == gyreInvalidArgument);
+  CHECK(contains(gyreGetLastError(nullptr), "commIds is null"));
+  gyreUniqueId bogus[2] = {ids[0], {}};
+  CHECK(gyreCommInitRankScalable(&c, 2, 0, 2, bogus, nullptr) == gyreInvalidArgument);
+  CHECK(contains(gyreGetLastError(nullptr), "not a gyreUniqueId"));
+  CHECK(gyreCommInitRankScalable(nullptr, 2, 0, 1, ids, nullptr) == gyreInvalidArgument);
+}
