@@ -350,6 +350,19 @@ TEST_CASE("abort from another thread unblocks a waiting collective promptly") {
   CHECK(job.comm(0).asyncError().code == Code::aborted);
 }
 
+namespace {
+
+// The rank and size a C API communicator reports.
+void checkRankAndCount(gyreComm_t comm, int r, int n) {
+  int rank = -1, count = -1;
+  CHECK(gyreCommUserRank(comm, &rank) == gyreSuccess);
+  CHECK(gyreCommCount(comm, &count) == gyreSuccess);
+  CHECK(rank == r);
+  CHECK(count == n);
+}
+
+}  // namespace
+
 TEST_CASE("C API: unique id init on threads, results and error codes") {
   gyreUniqueId id;
   REQUIRE(gyreGetUniqueId(&id) == gyreSuccess);
@@ -357,11 +370,7 @@ TEST_CASE("C API: unique id init on threads, results and error codes") {
   std::vector<gyreComm_t> comms(n);
   test::onThreads(n, [&](int r) { REQUIRE(gyreCommInitRank(&comms[r], n, id, r) == gyreSuccess); });
   test::onThreads(n, [&](int r) {
-    int rank = -1, count = -1;
-    CHECK(gyreCommUserRank(comms[r], &rank) == gyreSuccess);
-    CHECK(gyreCommCount(comms[r], &count) == gyreSuccess);
-    CHECK(rank == r);
-    CHECK(count == n);
+    checkRankAndCount(comms[r], r, n);
     double v = r + 1, out = 0;
     CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreProd, comms[r], nullptr) == gyreSuccess);
     CHECK(out == 6.0);
@@ -417,11 +426,7 @@ TEST_CASE("C API: scalable init joins through the first of several ids, the list
     REQUIRE(gyreCommInitRankScalable(&comms[r], n, r, 2, ids, nullptr) == gyreSuccess);
   });
   test::onThreads(n, [&](int r) {
-    int rank = -1, count = -1;
-    CHECK(gyreCommUserRank(comms[r], &rank) == gyreSuccess);
-    CHECK(gyreCommCount(comms[r], &count) == gyreSuccess);
-    CHECK(rank == r);
-    CHECK(count == n);
+    checkRankAndCount(comms[r], r, n);
     int64_t v = int64_t(1) << (8 * r), out = -1;
     CHECK(gyreAllReduce(&v, &out, 1, gyreInt64, gyreSum, comms[r], nullptr) == gyreSuccess);
     CHECK(out == 0x01010101);
