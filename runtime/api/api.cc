@@ -127,15 +127,22 @@ gyre::CommConfig childOverrides(const gyreConfig_t* config) {
   return overrides;
 }
 
-// The settings of a communicator joined through `commId`: its rendezvous, job and secret, then
-// the environment's tuning and the user's gyreConfig_t.
-gyre::CommConfig initConfig(const gyreUniqueId& commId, int nranks, int rank,
-                            const gyreConfig_t* userConfig) {
+// The length of the rendezvous host an id from gyreGetUniqueId names; fails on anything else.
+size_t checkedIdHostLength(const gyreUniqueId& commId) {
   const char* id = commId.internal;
   const size_t hostLen = size_t(static_cast<unsigned char>(id[6]));
   if (std::memcmp(id, kIdMagic, 4) != 0 || hostLen == 0 || hostLen > kIdHostMax) {
     gyre::fail(gyre::Code::invalid_argument, "not a gyreUniqueId (from gyreGetUniqueId)");
   }
+  return hostLen;
+}
+
+// The settings of a communicator joined through `commId`: its rendezvous, job and secret, then
+// the environment's tuning and the user's gyreConfig_t.
+gyre::CommConfig initConfig(const gyreUniqueId& commId, int nranks, int rank,
+                            const gyreConfig_t* userConfig) {
+  const char* id = commId.internal;
+  const size_t hostLen = checkedIdHostLength(commId);
   uint16_t port;
   std::memcpy(&port, id + 4, 2);
   gyre::CommConfig config;
@@ -248,7 +255,7 @@ gyreResult_t gyreCommInitRankScalable(gyreComm_t* comm, int nranks, int rank, in
                                                    std::to_string(nId) + " must be 1 to nranks (" +
                                                    std::to_string(nranks) + ")");
     }
-    for (int i = 1; i < nId; ++i) initConfig(commIds[i], nranks, rank, nullptr);  // each checked
+    for (int i = 1; i < nId; ++i) checkedIdHostLength(commIds[i]);
     // One rendezvous serves every rank; the first id names it. Every rank then compares the
     // whole list, so a rank given other ids fails here, named, instead of in a later call.
     auto impl = gyre::Communicator::create(initConfig(commIds[0], nranks, rank, userConfig));
