@@ -342,6 +342,18 @@ gyreResult_t gyreCommAbort(gyreComm_t comm) {
   return guarded([&] { commOf(comm).abort(); });
 }
 
+gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags) {
+  return guarded([&] {
+    gyre::Communicator& c = commOf(comm);
+    if (flags != GYRE_REVOKE_DEFAULT) {
+      gyre::fail(gyre::Code::invalid_argument, "rank " + std::to_string(c.rank()) +
+                                                   ": gyreCommRevoke: unknown flags " +
+                                                   std::to_string(flags));
+    }
+    c.revoke();
+  });
+}
+
 gyreResult_t gyreCommRegister(const gyreComm_t comm, void* buff, size_t size, void** handle) {
   return guarded([&] {
     if (!handle) gyre::fail(gyre::Code::invalid_argument, "gyreCommRegister: handle is null");
@@ -356,6 +368,11 @@ gyreResult_t gyreCommDeregister(const gyreComm_t comm, void* handle) {
 gyreResult_t gyreCommFinalize(gyreComm_t comm) {
   return guarded([&] {
     gyre::Communicator& c = commOf(comm);
+    if (c.revoked()) {
+      gyre::fail(gyre::Code::invalid_usage, "rank " + std::to_string(c.rank()) +
+                                                ": gyreCommFinalize after gyreCommRevoke "
+                                                "(a revoked communicator is only destroyed)");
+    }
     // Queued behind every call issued so far: when it has run, they all have.
     const gyre::Status s =
         c.async([](gyre::Communicator&) {}, false)->wait(std::chrono::hours(24 * 365), false);

@@ -451,7 +451,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   std::unique_ptr<Impl> child;
   {
     std::lock_guard lock(d.opMutex);
-    if (Status s = d.poisoned(); !s.ok()) {
+    // A revoked communicator still splits: the colors travel through the rendezvous.
+    if (Status s = d.poisoned(); !s.ok() && !d.revoked.load()) {
       throw Failure(s.code,
                     d.who() + ": split refused: the communicator failed earlier: " + s.message);
     }
@@ -585,7 +586,23 @@ void Communicator::abort() {
   impl_->setPoison({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
 }
 
+void Communicator::revoke() {
+  auto& d = *impl_;
+  d.revoked.store(true);
+  d.abortFlag.store(true);
+  d.raiseDeviceAbort();
+  d.setPoison({Code::aborted, d.who() + ": communicator revoked by gyreCommRevoke (only split, "
+                                        "shrink and destroy remain)"});
+  d.drainQueue();                   // the queued calls fail at once
+  std::lock_guard lock(d.opMutex);  // and a call on another thread has returned
+}
+
+bool Communicator::revoked() const {
+  return impl_->revoked.load();
+}
+
 Status Communicator::asyncError() const {
+  if (impl_->revoked.load()) return {};
   impl_->pollDeviceFailure();
   return impl_->poisoned();
 }

@@ -170,6 +170,11 @@ class Communicator {
 
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.
   void abort();
+  // As NCCL's ncclCommRevoke: aborts what runs or is queued on this rank, returns once none
+  // of it runs, and leaves the communicator to split, shrink and destroy; its other calls fail
+  // (Code::aborted) and asyncError() reports nothing from then on. Called again, it returns.
+  void revoke();
+  bool revoked() const;
 
   // gyreCommRegister / gyreCommDeregister: pins [p, p + bytes) for the rdma direct path and
   // returns a handle (a no-op registration where there is no rdma). CUDA device memory is
@@ -189,7 +194,7 @@ class Communicator {
   // The placement probes during calls so far, how many found the CPUs moved, and whether the
   // tuner now prices shared memory for CPUs far apart (diagnostics and tests).
   PlacementProbes placementProbes() const;
-  // Ok, or the failure that poisoned the communicator.
+  // Ok, or the failure that poisoned the communicator (ok once revoked).
   Status asyncError() const;
 
   struct Impl;

@@ -102,6 +102,7 @@ struct Communicator::Impl {
   };
   LastChoice lastChoice[16];
   std::atomic<bool> abortFlag{false};
+  std::atomic<bool> revoked{false};  // gyreCommRevoke: only split, shrink and destroy remain
   mutable std::mutex poisonMutex;
   Status poison;
   std::atomic<bool> poisonSet{false};  // poison is not ok: a call needs the lock only then

@@ -1,6 +1,6 @@
-// gyreCommShrink: the ranks that remain after one left (its communicator destroyed) or stopped
-// answering make a communicator without it and go on, with exact results; misuse is refused.
-// Ranks as threads.
+// gyreCommShrink and gyreCommRevoke: the ranks that remain after one left (its communicator
+// destroyed) or stopped answering stop what waits on it, make a communicator without it and go
+// on, with exact results; misuse is refused. Ranks as threads.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -102,6 +102,59 @@ TEST_CASE("shrink: misuse is refused naming the rank") {
     OK(gyreAllReduce(&v, &v, 1, gyreInt32, gyreSum, small, nullptr));
     CHECK(v == 3);
     OK(gyreCommDestroy(small));
+  });
+  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
+}
+
+TEST_CASE("revoke: a call stuck on a silent rank fails at once, and the others shrink") {
+  const int n = 3, gone = 0;
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 60000;  // far longer than the test may take
+  auto comms = initComms(n, &config);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r];
+    if (r == gone) return;  // silent, its communicator kept until the end
+    float x = 1;
+    gyreWork_t stuck = nullptr;
+    OK(gyreGroupStart());
+    OK(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr));
+    OK(gyreGroupEndAsync(&stuck));
+    const auto start = std::chrono::steady_clock::now();
+    OK(gyreCommRevoke(c, GYRE_REVOKE_DEFAULT));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+    CHECK(gyreWorkWait(stuck, 0) == gyreAborted);  // ended before the revoke returned
+    OK(gyreWorkFree(stuck));
+    gyreResult_t async = gyreInternalError;
+    OK(gyreCommGetAsyncError(c, &async));
+    CHECK(async == gyreSuccess);
+    refused(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr), gyreAborted,
+            "rank " + std::to_string(r) + ": communicator revoked by gyreCommRevoke");
+    refused(gyreCommFinalize(c), gyreInvalidUsage, "gyreCommFinalize after gyreCommRevoke");
+    refused(gyreCommRevoke(c, 3), gyreInvalidArgument, "gyreCommRevoke: unknown flags 3");
+    OK(gyreCommRevoke(c, GYRE_REVOKE_DEFAULT));  // again: nothing left to stop
+    shrinkAndSum(c, r, n, gone, GYRE_SHRINK_DEFAULT);
+  });
+  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
+}
+
+TEST_CASE("revoke: every rank revoked, the communicator still splits") {
+  const int n = 3;
+  auto comms = initComms(n);
+  gyre::test::onThreads(n, [&](int r) {
+    gyreComm_t c = comms[r], part = nullptr;
+    OK(gyreCommRevoke(c, GYRE_REVOKE_DEFAULT));
+    OK(gyreCommSplit(c, r == 1 ? GYRE_SPLIT_NOCOLOR : 0, -r, &part, nullptr));
+    if (r == 1) {
+      CHECK(part == nullptr);
+      return;
+    }
+    int rank = -1;
+    OK(gyreCommUserRank(part, &rank));
+    CHECK(rank == (r == 0 ? 1 : 0));  // keys -r: rank 2 first
+    int64_t v = int64_t(10) + r;
+    OK(gyreAllReduce(&v, &v, 1, gyreInt64, gyreSum, part, nullptr));
+    CHECK(v == 22);
+    OK(gyreCommDestroy(part));
   });
   for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
 }
