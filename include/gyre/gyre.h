@@ -148,9 +148,10 @@ GYRE_API gyreResult_t gyreCommDestroy(gyreComm_t comm);
 GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
 /* As NCCL's ncclCommRevoke, for ranks that go on after a failure: what runs or is queued on
  * this communicator on this rank fails with gyreAborted, and the call returns once none of it
- * runs (gyre's revoke is never in progress). From then on only gyreCommSplit, gyreCommShrink
- * and gyreCommDestroy work on it: other calls fail with gyreAborted, gyreCommFinalize with
- * gyreInvalidUsage, and gyreCommGetAsyncError reports gyreSuccess. Revoking is this rank's
+ * runs (gyre's revoke is never in progress). From then on it is for gyreCommSplit (and
+ * gyreCommDup), gyreCommShrink and gyreCommDestroy: its collectives, sends and receives fail
+ * with gyreAborted, gyreCommFinalize with gyreInvalidUsage, and gyreCommGetAsyncError reports
+ * gyreSuccess. Revoking is this rank's
  * own: a peer's call that waits on this rank ends by its timeout, or at once where that peer
  * revokes too. flags: GYRE_REVOKE_DEFAULT. */
 #define GYRE_REVOKE_DEFAULT 0

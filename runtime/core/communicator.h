@@ -171,7 +171,7 @@ class Communicator {
   // From any thread: waiting calls fail with Code::aborted promptly; the comm is poisoned.
   void abort();
   // As NCCL's ncclCommRevoke: aborts what runs or is queued on this rank, returns once none
-  // of it runs, and leaves the communicator to split, shrink and destroy; its other calls fail
+  // of it runs, and leaves the communicator to split, shrink and destroy; its collectives fail
   // (Code::aborted) and asyncError() reports nothing from then on. Called again, it returns.
   void revoke();
   bool revoked() const;
