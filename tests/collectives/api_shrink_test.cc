@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,27 @@ void shrinkAndSum(gyreComm_t c, int r, int n, int gone, int flags) {
   const int64_t want = int64_t(n) * (n - 1) / 2 - gone;
   for (int64_t x : v) REQUIRE(x == want);
   OK(gyreCommDestroy(small));
+}
+
+// `body` on every rank's thread but `gone`'s, which stays silent with its communicator kept;
+// every communicator is destroyed at the end. Waits are far longer than the test may take.
+void onRanksButSilent(int n, int gone, const std::function<void(gyreComm_t, int)>& body) {
+  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
+  config.timeoutMs = 60000;
+  auto comms = initComms(n, &config);
+  gyre::test::onThreads(n, [&](int r) {
+    if (r != gone) body(comms[r], r);
+  });
+  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
+}
+
+// An asynchronous all-reduce of `x` on `c`, which waits on a rank that never calls it.
+gyreWork_t stuckAllReduce(gyreComm_t c, float& x) {
+  gyreWork_t stuck = nullptr;
+  OK(gyreGroupStart());
+  OK(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr));
+  OK(gyreGroupEndAsync(&stuck));
+  return stuck;
 }
 
 }  // namespace
@@ -55,17 +77,9 @@ TEST_CASE("shrink: the ranks left after one destroyed its communicator go on wit
 
 TEST_CASE("shrink with GYRE_SHRINK_ABORT: a call stuck on a silent rank fails at once") {
   const int n = 3, gone = 0;
-  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-  config.timeoutMs = 60000;  // far longer than the test may take
-  auto comms = initComms(n, &config);
-  gyre::test::onThreads(n, [&](int r) {
-    gyreComm_t c = comms[r];
-    if (r == gone) return;  // silent, its communicator kept until the end
+  onRanksButSilent(n, gone, [&](gyreComm_t c, int r) {
     float x = 1;
-    gyreWork_t stuck = nullptr;
-    OK(gyreGroupStart());
-    OK(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr));
-    OK(gyreGroupEndAsync(&stuck));
+    gyreWork_t stuck = stuckAllReduce(c, x);
     const auto start = std::chrono::steady_clock::now();
     shrinkAndSum(c, r, n, gone, GYRE_SHRINK_ABORT);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
@@ -73,7 +87,6 @@ TEST_CASE("shrink with GYRE_SHRINK_ABORT: a call stuck on a silent rank fails at
     OK(gyreWorkFree(stuck));
     refused(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr), gyreAborted, "aborted");
   });
-  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
 }
 
 TEST_CASE("shrink: misuse is refused naming the rank") {
@@ -108,17 +121,9 @@ TEST_CASE("shrink: misuse is refused naming the rank") {
 
 TEST_CASE("revoke: a call stuck on a silent rank fails at once, and the others shrink") {
   const int n = 3, gone = 0;
-  gyreConfig_t config = GYRE_CONFIG_INITIALIZER;
-  config.timeoutMs = 60000;  // far longer than the test may take
-  auto comms = initComms(n, &config);
-  gyre::test::onThreads(n, [&](int r) {
-    gyreComm_t c = comms[r];
-    if (r == gone) return;  // silent, its communicator kept until the end
+  onRanksButSilent(n, gone, [&](gyreComm_t c, int r) {
     float x = 1;
-    gyreWork_t stuck = nullptr;
-    OK(gyreGroupStart());
-    OK(gyreAllReduce(&x, &x, 1, gyreFloat32, gyreSum, c, nullptr));
-    OK(gyreGroupEndAsync(&stuck));
+    gyreWork_t stuck = stuckAllReduce(c, x);
     const auto start = std::chrono::steady_clock::now();
     OK(gyreCommRevoke(c, GYRE_REVOKE_DEFAULT));
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
@@ -134,7 +139,6 @@ TEST_CASE("revoke: a call stuck on a silent rank fails at once, and the others s
     OK(gyreCommRevoke(c, GYRE_REVOKE_DEFAULT));  // again: nothing left to stop
     shrinkAndSum(c, r, n, gone, GYRE_SHRINK_DEFAULT);
   });
-  for (auto c : comms) CHECK(gyreCommDestroy(c) == gyreSuccess);
 }
 
 TEST_CASE("revoke: every rank revoked, the communicator still splits") {
