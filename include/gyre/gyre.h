@@ -151,9 +151,8 @@ GYRE_API gyreResult_t gyreCommAbort(gyreComm_t comm);
  * runs (gyre's revoke is never in progress). From then on it is for gyreCommSplit (and
  * gyreCommDup), gyreCommShrink and gyreCommDestroy: its collectives, sends and receives fail
  * with gyreAborted, gyreCommFinalize with gyreInvalidUsage, and gyreCommGetAsyncError reports
- * gyreSuccess. Revoking is this rank's
- * own: a peer's call that waits on this rank ends by its timeout, or at once where that peer
- * revokes too. flags: GYRE_REVOKE_DEFAULT. */
+ * gyreSuccess. Revoking is this rank's own: a peer's call that waits on this rank ends by its
+ * timeout, or at once where that peer revokes too. flags: GYRE_REVOKE_DEFAULT. */
 #define GYRE_REVOKE_DEFAULT 0
 GYRE_API gyreResult_t gyreCommRevoke(gyreComm_t comm, int flags);
 

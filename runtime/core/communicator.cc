@@ -581,17 +581,13 @@ std::string Communicator::dataAddress() const {
 }
 
 void Communicator::abort() {
-  impl_->abortFlag.store(true);
-  impl_->raiseDeviceAbort();
-  impl_->setPoison({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
+  impl_->stopCalls({Code::aborted, impl_->who() + ": communicator aborted by gyreCommAbort"});
 }
 
 void Communicator::revoke() {
   auto& d = *impl_;
   d.revoked.store(true);
-  d.abortFlag.store(true);
-  d.raiseDeviceAbort();
-  d.setPoison({Code::aborted, d.who() + ": communicator revoked by gyreCommRevoke (only split, "
+  d.stopCalls({Code::aborted, d.who() + ": communicator revoked by gyreCommRevoke (only split, "
                                         "shrink and destroy remain)"});
   d.drainQueue();                   // the queued calls fail at once
   std::lock_guard lock(d.opMutex);  // and a call on another thread has returned

@@ -166,6 +166,12 @@ struct Communicator::Impl {
     if (poison.ok()) poison = s;
     poisonSet.store(!poison.ok(), std::memory_order_release);
   }
+  // gyreCommAbort's and gyreCommRevoke's first step: waits end at once, calls fail with `cause`.
+  void stopCalls(const Status& cause) {
+    abortFlag.store(true);
+    raiseDeviceAbort();
+    setPoison(cause);
+  }
   Status poisoned() const {
     if (!poisonSet.load(std::memory_order_acquire)) return {};
     std::lock_guard lock(poisonMutex);
