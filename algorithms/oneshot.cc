@@ -76,9 +76,13 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
   // Checks the calls it went on from whose post (or data) this call overwrites: the others may
   // wait for this rank to have finished those.
   // Every kCheckEvery calls it also checks the later ones every rank they need has started.
+  // Most calls have neither to do and skip checkUnchecked: its frame's stores count on a tiny
+  // call's path (docs/perf/small_calls.md).
   if (!unchecked_.empty()) {
     const uint32_t mine = postLayout(d.coll, bytes, rank_, d.root, n).bytes;
-    checkUnchecked(ctx, reuses(payloadKind(mine)), /*probe=*/calls_ % kCheckEvery == 0);
+    const uint64_t through = reuses(payloadKind(mine));
+    const bool probe = calls_ % kCheckEvery == 0;
+    if (probe || unchecked_.front().call.seq <= through) checkUnchecked(ctx, through, probe);
   }
   bool checked = true;  // whether this rank read every post that shows a disagreement
   // Reduces `count` elements at offset `at` of every rank's input, in rank order, into out,
