@@ -169,14 +169,19 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   return c.algorithm;
 }
 
+void Communicator::Impl::runCollective(const OpDesc& desc, size_t bytes, const void* send,
+                                       void* recv) {
+  if (runInWindow(desc, bytes, send, recv)) return;
+  run(desc, [&](const OpContext& ctx) { runPlanned(ctx, bytes, send, recv); });
+}
+
 void Communicator::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
   auto& d = *impl_;
   d.checkType("all_reduce", type, op);
   const size_t bytes = d.checkedBytes("all_reduce", count, type);
   d.checkBuffers("all_reduce", send, bytes, recv, bytes, true, recv);
   d.drainQueue();
-  d.run({0, count, -1, Collective::all_reduce, type, op},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
+  d.runCollective({0, count, -1, Collective::all_reduce, type, op}, bytes, send, recv);
 }
 
 void Communicator::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
@@ -187,8 +192,7 @@ void Communicator::allGather(const void* send, void* recv, size_t sendCount, Dat
   const void* inPlace = recv ? at(recv, size_t(r) * sendCount, type) : nullptr;
   d.checkBuffers("all_gather", send, total / size_t(n), recv, total, true, inPlace);
   d.drainQueue();
-  d.run({0, sendCount, -1, Collective::all_gather, type, RedOp::sum},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
+  d.runCollective({0, sendCount, -1, Collective::all_gather, type, RedOp::sum}, total, send, recv);
 }
 
 void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
@@ -202,8 +206,7 @@ void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount,
   d.checkBuffers("reduce_scatter", send, total, recv, total / size_t(n), true,
                  inPlace ? send : recv);
   d.drainQueue();
-  d.run({0, recvCount, -1, Collective::reduce_scatter, type, op},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
+  d.runCollective({0, recvCount, -1, Collective::reduce_scatter, type, op}, total, send, recv);
 }
 
 void Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -214,8 +217,7 @@ void Communicator::broadcast(const void* send, void* recv, size_t count, DataTyp
   const bool isRoot = d.config.rank == root;
   d.checkBuffers("broadcast", send, bytes, recv, bytes, isRoot, recv);
   d.drainQueue();
-  d.run({0, count, root, Collective::broadcast, type, RedOp::sum},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
+  d.runCollective({0, count, root, Collective::broadcast, type, RedOp::sum}, bytes, send, recv);
 }
 
 void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op,
@@ -228,8 +230,7 @@ void Communicator::reduce(const void* send, void* recv, size_t count, DataType t
   d.checkBuffers("reduce", send, bytes, isRoot ? recv : nullptr, isRoot ? bytes : 0, true,
                  isRoot ? recv : nullptr);
   d.drainQueue();
-  d.run({0, count, root, Collective::reduce, type, op},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, bytes, send, recv); });
+  d.runCollective({0, count, root, Collective::reduce, type, op}, bytes, send, recv);
 }
 
 void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -243,8 +244,7 @@ void Communicator::gather(const void* send, void* recv, size_t count, DataType t
   d.checkBuffers("gather", send, total / size_t(n), isRoot ? recv : nullptr, isRoot ? total : 0,
                  true, inPlace);
   d.drainQueue();
-  d.run({0, count, root, Collective::gather, type, RedOp::sum},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
+  d.runCollective({0, count, root, Collective::gather, type, RedOp::sum}, total, send, recv);
 }
 
 void Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -257,8 +257,7 @@ void Communicator::scatter(const void* send, void* recv, size_t count, DataType 
   const bool inPlace = isRoot && send && recv == at(send, size_t(r) * count, type);
   d.checkBuffers("scatter", send, total, recv, total / size_t(n), isRoot, inPlace ? send : recv);
   d.drainQueue();
-  d.run({0, count, root, Collective::scatter, type, RedOp::sum},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
+  d.runCollective({0, count, root, Collective::scatter, type, RedOp::sum}, total, send, recv);
 }
 
 void Communicator::allToAll(const void* send, void* recv, size_t count, DataType type) {
@@ -268,8 +267,7 @@ void Communicator::allToAll(const void* send, void* recv, size_t count, DataType
   const size_t total = d.checkedBytes("all_to_all", count, type, size_t(n));
   d.checkBuffers("all_to_all", send, total, recv, total, true, nullptr);
   d.drainQueue();
-  d.run({0, count, -1, Collective::all_to_all, type, RedOp::sum},
-        [&](const OpContext& ctx) { d.runPlanned(ctx, total, send, recv); });
+  d.runCollective({0, count, -1, Collective::all_to_all, type, RedOp::sum}, total, send, recv);
 }
 
 void Communicator::allGatherV(const void* send, size_t sendCount, void* recv,

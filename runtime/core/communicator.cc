@@ -385,34 +385,31 @@ void Communicator::Impl::drainQueue() {
   calls->drain();
 }
 
-void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p) {
-  std::lock_guard lock(opMutex);
+void Communicator::Impl::refuseIfFailed(const OpDesc& desc) const {
   if (Status s = poisoned(); !s.ok()) {
     throw Failure(s.code, who() + ": " + collectiveName(desc.coll) +
                               " refused: the communicator failed earlier: " + s.message);
   }
-  OpContext ctx = blankContext;
-  ctx.desc = desc;
-  if (!p2p) ctx.desc.seq = ++seq;
-  ctx.rank = config.rank;
-  ctx.nranks = config.nranks;
-  ctx.timeout = config.timeout;
-  ctx.deadline = coarseNow() + config.timeout;
-  ctx.abort = &abortFlag;
-  ctx.busy = busy;
-  // A send only reads its buffer, so its slots may leave straight from it (registered memory
-  // over rdma, the receiver's single copy over shm). So do the collectives that move data
-  // without reducing it: they never write their input (in place, their output writes other
-  // blocks). Reductions write where they read.
-  ctx.inputReadOnly = p2p || !reduces(desc.coll);
-  ctx.receiversInCall = !p2p;
-  // Only sending: a broadcast's or scatter's root, a gather's leaf. With a core each, its copy
-  // into the slots may run beside the receiver's copy out (transport/shm: where it runs fast).
-  const bool root = desc.root == config.rank;
-  ctx.senderIdle =
-      ranksHaveCores &&
-      ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
-       (!root && desc.coll == Collective::gather));
+}
+
+void Communicator::Impl::failCall(const OpContext& ctx, const Failure& f, bool p2p) {
+  Status s = f.status();
+  if (s.code == Code::timeout && !p2p) s.message += "; " + board->attribute(ctx.desc);
+  // Record the cause before closing: the neighbours woken by the close then report it.
+  s = board->report(s, ctx.desc);
+  setPoison(s);
+  if (oneShot) oneShot->markFailed(s);  // ranks waiting in the window stop now
+  // Closing our connections makes every neighbour fail now instead of at its deadline, and
+  // tells those it can why (a neighbour cut off from the failure board still names the
+  // rank lost first).
+  for (auto& [key, conn] : connections) conn->closeWithCause(s);
+  throw Failure(s);
+}
+
+void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p) {
+  std::lock_guard lock(opMutex);
+  refuseIfFailed(desc);
+  OpContext ctx = callContext(desc, p2p);
   auto askBoard = [&] { return board->disagreement(ctx.desc); };
   if (!p2p) {
     board->started(ctx.desc);
@@ -421,17 +418,7 @@ void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> bo
   try {
     body(ctx);
   } catch (const Failure& f) {
-    Status s = f.status();
-    if (s.code == Code::timeout && !p2p) s.message += "; " + board->attribute(ctx.desc);
-    // Record the cause before closing: the neighbours woken by the close then report it.
-    s = board->report(s, ctx.desc);
-    setPoison(s);
-    if (oneShot) oneShot->markFailed(s);  // ranks waiting in the window stop now
-    // Closing our connections makes every neighbour fail now instead of at its deadline, and
-    // tells those it can why (a neighbour cut off from the failure board still names the
-    // rank lost first).
-    for (auto& [key, conn] : connections) conn->closeWithCause(s);
-    throw Failure(s);
+    failCall(ctx, f, p2p);
   }
   if (!p2p) board->completed(ctx.desc);
 }

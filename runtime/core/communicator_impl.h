@@ -87,6 +87,14 @@ struct Communicator::Impl {
   ChannelWorkers channelWorkers;           // channels 1.. of multi-channel calls (under opMutex)
 
   CallLock opMutex;  // every call and every look at the call state
+  // runInWindow's context, kept from call to call: a call sets what changes (the call, its
+  // deadline and flags), a dozen stores fewer than a fresh one on a tiny call's path.
+  OpContext windowContext;
+  bool windowContextSet = false;
+  struct WindowBoardCheck {  // windowContext.checkPeers
+    Impl* impl;
+    Status operator()() const;
+  } windowBoardCheck{this};
   // What a call's context starts from: copied, where value-initialising one in place took a
   // `rep stos` (tens of cycles) on every call.
   const OpContext blankContext{};
@@ -187,6 +195,46 @@ struct Communicator::Impl {
   // (`p2p`) are numbered by `body` per pair and direction (sentTo, receivedFrom): other
   // ranks take no part, so they neither count nor publish progress.
   void run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p = false);
+  // A collective of `bytes` the tuner sizes: in the window where runInWindow takes it, else
+  // run(runPlanned).
+  void runCollective(const OpDesc& desc, size_t bytes, const void* send, void* recv);
+  // run(runPlanned)'s work for a call that goes to the window (the tuner's choice for the last
+  // call of this collective and size, no placement probe due), without its layers: far apart
+  // a tiny call's own stores set its pace (docs/perf/small_calls.md). False, having done
+  // nothing, for any other call. host_window.cc.
+  bool runInWindow(const OpDesc& desc, size_t bytes, const void* send, void* recv);
+  // run's parts: the failure a call meets once the communicator failed; the context of a call
+  // (a fresh sequence number unless `p2p`); and what a failed call does (records and publishes
+  // the cause, stops the window, closes the connections, throws).
+  void refuseIfFailed(const OpDesc& desc) const;
+  OpContext callContext(const OpDesc& desc, bool p2p) {
+    OpContext ctx = blankContext;
+    ctx.desc = desc;
+    if (!p2p) ctx.desc.seq = ++seq;
+    ctx.rank = config.rank;
+    ctx.nranks = config.nranks;
+    ctx.timeout = config.timeout;
+    ctx.deadline = coarseNow() + config.timeout;
+    ctx.abort = &abortFlag;
+    ctx.busy = busy;
+    // A send only reads its buffer, so its slots may leave straight from it (registered memory
+    // over rdma, the receiver's single copy over shm). So do the collectives that move data
+    // without reducing it: they never write their input (in place, their output writes other
+    // blocks). Reductions write where they read.
+    ctx.inputReadOnly = p2p || !reduces(desc.coll);
+    ctx.receiversInCall = !p2p;
+    ctx.senderIdle = senderIdle(desc);
+    return ctx;
+  }
+  // Only sending: a broadcast's or scatter's root, a gather's leaf. With a core each, its copy
+  // into the slots may run beside the receiver's copy out (transport/shm: where it runs fast).
+  bool senderIdle(const OpDesc& desc) const {
+    const bool root = desc.root == config.rank;
+    return ranksHaveCores &&
+           ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
+            (!root && desc.coll == Collective::gather));
+  }
+  [[noreturn, gnu::cold]] void failCall(const OpContext& ctx, const Failure& f, bool p2p);
   // The sends and receives of a group, all moving together in rounds (group.cc).
   void sendRecvBatch(const std::vector<GroupOp>& ops);
   // Opens the connections `algo` needs, in ascending rank order (every rank dials the higher

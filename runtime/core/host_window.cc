@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "runtime/core/bootstrap.h"
 #include "runtime/core/communicator_impl.h"
+#include "runtime/core/failure_board.h"
 #include "transport/registry.h"
 
 namespace gyre {
@@ -250,6 +251,48 @@ bool Communicator::windowSleeperBarriers() const {
 uint64_t Communicator::directReads() const {
   std::lock_guard lock(impl_->opMutex);
   return impl_->oneShot ? impl_->oneShot->directReads() : 0;
+}
+
+Status Communicator::Impl::WindowBoardCheck::operator()() const {
+  return impl->board->disagreement(impl->windowContext.desc);
+}
+
+bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const void* send,
+                                     void* recv) {
+  if (!oneShot) return false;
+  std::lock_guard lock(opMutex);
+  const LastChoice& last = lastChoice[size_t(desc.coll)];
+  const Algorithm algorithm = last.algorithm;
+  if (last.bytes != bytes ||
+      (algorithm != Algorithm::oneshot && algorithm != Algorithm::directRead) ||
+      poisonSet.load(std::memory_order_acquire)) {
+    return false;
+  }
+  // runPlanned's count toward the next placement probe: the call that reaches it goes that way.
+  const bool counted = placementProbeUs > 0 && bytes > 0 && last.placementMatters;
+  if (counted && sincePlacementProbeUs + last.predictedUs >= placementProbeUs) return false;
+  if (counted) sincePlacementProbeUs += last.predictedUs;
+  OpContext& ctx = windowContext;
+  if (!windowContextSet) {
+    ctx = callContext(desc, false);
+    ctx.checkPeers = windowBoardCheck;
+    windowContextSet = true;
+  } else {
+    ctx.desc = desc;
+    ctx.desc.seq = ++seq;
+    ctx.deadline = coarseNow() + config.timeout;
+    ctx.inputReadOnly = !reduces(desc.coll);
+    ctx.senderIdle = senderIdle(desc);
+  }
+  ctx.spreadSlots = slotWrites(desc.coll, bytes).spread;
+  board->started(ctx.desc);
+  try {
+    runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
+  } catch (const Failure& f) {
+    failCall(ctx, f, false);
+  }
+  board->completed(ctx.desc);
+  return true;
 }
 
 void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void* recv,
