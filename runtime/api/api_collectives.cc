@@ -81,11 +81,16 @@ constexpr auto Unstaged = gyre::StagedBuffer::unstaged;
 
 // A call names a stream, or passes CUDA device memory: it is stream-ordered. Host buffers with
 // no stream take the blocking host form.
-bool onStream(gyreStream_t stream, std::initializer_list<const void*> buffers) {
-  if (stream) return true;
-  if (!gyre::cudaDriverLoaded()) return false;  // one look for every buffer of the call
+bool anyOnDevice(std::initializer_list<const void*> buffers) {
   return std::any_of(buffers.begin(), buffers.end(),
                      [](const void* p) { return p && gyre::isCudaDeviceMemory(p); });
+}
+// Inline, the look at each buffer out of line: a tiny host call's path feels every frame.
+[[gnu::always_inline]] inline bool onStream(gyreStream_t stream,
+                                            std::initializer_list<const void*> buffers) {
+  if (stream) return true;
+  if (!gyre::cudaDriverLoaded()) return false;  // one look for every buffer of the call
+  return anyOnDevice(buffers);
 }
 
 // "rank R: what", for errors found before the call is enqueued.

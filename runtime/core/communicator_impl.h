@@ -140,6 +140,11 @@ struct Communicator::Impl {
   void setUpHostWindow(bool allMemory);
   // `directRead`: the direct-read collective, else the one-shot collective of ctx.
   void runOneShot(const OpContext& ctx, const void* send, void* recv, bool directRead);
+  // runOneShot's work, inline in host_window.cc's two callers (runOneShot, runInWindow).
+  void callWindow(const OpContext& ctx, const void* send, void* recv, bool directRead);
+  [[noreturn, gnu::cold, gnu::noinline]] void failStrayLinkData(const OpDesc& desc,
+                                                                const Connection& conn,
+                                                                const SlotMeta& meta) const;
   void enableDirectRead();  // at set-up, once the window is up
   // Within call ctx, at the same call on every rank: ranks 0 and 1 measure again how far apart
   // their CPUs sit; where they moved, every rank swaps in the other placement's tuner.
@@ -269,8 +274,18 @@ struct Communicator::Impl {
 
   void checkType(const char* what, DataType type, RedOp op) const;
   void checkRoot(const char* what, int root, const char* role = "root") const;
+  // Inline, its messages out of line (failBuffers): a tiny call's path feels every frame.
   void checkBuffers(const char* what, const void* send, size_t sendBytes, const void* recv,
-                    size_t recvBytes, bool sendUsed, const void* inPlaceSend) const;
+                    size_t recvBytes, bool sendUsed, const void* inPlaceSend) const {
+    if (sendUsed && sendBytes && !send) failBuffers(what, "sendbuff is null");
+    if (recvBytes && !recv) failBuffers(what, "recvbuff is null");
+    // No look for CUDA device memory here: the C API sends such buffers to the stream-ordered
+    // form before a host call is made (one look per call, where tiny calls feel every one).
+    if (sendUsed && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes)) {
+      failBuffers(what, "sendbuff and recvbuff overlap without being in place");
+    }
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void failBuffers(const char* what, const char* why) const;
   size_t checkedBytes(const char* what, size_t count, DataType type, size_t blocks = 1) const;
   // Block i of a variable-count call (displacement + count, in elements) ends within size_t.
   void checkedEnd(const char* what, size_t displ, size_t count, const char* side, int i) const;

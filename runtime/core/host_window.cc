@@ -253,6 +253,36 @@ uint64_t Communicator::directReads() const {
   return impl_->oneShot ? impl_->oneShot->directReads() : 0;
 }
 
+void Communicator::Impl::failStrayLinkData(const OpDesc& desc, const Connection& conn,
+                                           const SlotMeta& meta) const {
+  fail(Code::invalid_usage, who() + ": ranks disagree: this rank is in " + describeOp(desc) +
+                                " but rank " + std::to_string(conn.peer()) + " sent data for " +
+                                describeOp(meta));
+}
+
+// runOneShot's body, inline in both of its callers here (runInWindow's path keeps no frame).
+[[gnu::always_inline]] inline void Communicator::Impl::callWindow(const OpContext& ctx,
+                                                                  const void* send, void* recv,
+                                                                  bool directRead) {
+  // A call the ranks disagreed on may have left data in a link (a scatter where each rank was
+  // its own root only sends). Link calls find it in their next slot; a window call does not
+  // read the links, so it looks: a slot of this call or an earlier one is such data. A peer
+  // may already send for a later call, or point-to-point data for a recv to come.
+  for (Connection* conn : connectionList) {
+    Link& link = conn->recvLink();
+    const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
+    if (link.counters->tail.value.load(std::memory_order_acquire) == head) continue;
+    const SlotMeta& meta = link.meta(head);
+    if (meta.coll == uint8_t(Collective::send_recv) || meta.seq > ctx.desc.seq) continue;
+    failStrayLinkData(ctx.desc, *conn, meta);
+  }
+  if (directRead) {
+    oneShot->runDirectRead(ctx, send, recv);
+  } else {
+    oneShot->run(ctx, send, recv);
+  }
+}
+
 Status Communicator::Impl::WindowBoardCheck::operator()() const {
   return impl->board->disagreement(impl->windowContext.desc);
 }
@@ -287,7 +317,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
   ctx.spreadSlots = slotWrites(desc.coll, bytes).spread;
   board->started(ctx.desc);
   try {
-    runOneShot(ctx, send, recv, algorithm == Algorithm::directRead);
+    callWindow(ctx, send, recv, algorithm == Algorithm::directRead);
   } catch (const Failure& f) {
     failCall(ctx, f, false);
   }
@@ -297,25 +327,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
 
 void Communicator::Impl::runOneShot(const OpContext& ctx, const void* send, void* recv,
                                     bool directRead) {
-  // A call the ranks disagreed on may have left data in a link (a scatter where each rank was
-  // its own root only sends). Link calls find it in their next slot; a window call does not
-  // read the links, so it looks: a slot of this call or an earlier one is such data. A peer
-  // may already send for a later call, or point-to-point data for a recv to come.
-  for (Connection* conn : connectionList) {
-    Link& link = conn->recvLink();
-    const uint32_t head = link.counters->head.value.load(std::memory_order_relaxed);
-    if (link.counters->tail.value.load(std::memory_order_acquire) == head) continue;
-    const SlotMeta& meta = link.meta(head);
-    if (meta.coll == uint8_t(Collective::send_recv) || meta.seq > ctx.desc.seq) continue;
-    fail(Code::invalid_usage, who() + ": ranks disagree: this rank is in " + describeOp(ctx.desc) +
-                                  " but rank " + std::to_string(conn->peer()) + " sent data for " +
-                                  describeOp(meta));
-  }
-  if (directRead) {
-    oneShot->runDirectRead(ctx, send, recv);
-  } else {
-    oneShot->run(ctx, send, recv);
-  }
+  callWindow(ctx, send, recv, directRead);
 }
 
 }  // namespace gyre
