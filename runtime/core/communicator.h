@@ -188,6 +188,9 @@ class Communicator {
   // (diagnostics and tests).
   uint64_t windowCalls() const;
   uint64_t directReads() const;
+  // Of the window's calls, those that went there straight, past the general path's layers
+  // (a collective of the size the tuner last sent there; diagnostics and tests).
+  uint64_t straightWindowCalls() const;
   // Whether the window wakes its sleepers without a fence in every notify (base/wait.h:
   // WakeOrder::sleeperBarrier; diagnostics and tests).
   bool windowSleeperBarriers() const;

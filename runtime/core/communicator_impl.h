@@ -91,6 +91,7 @@ struct Communicator::Impl {
   // deadline and flags), a dozen stores fewer than a fresh one on a tiny call's path.
   OpContext windowContext;
   bool windowContextSet = false;
+  uint64_t straightWindowCalls = 0;
   struct WindowBoardCheck {  // windowContext.checkPeers
     Impl* impl;
     Status operator()() const;

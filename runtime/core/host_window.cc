@@ -248,6 +248,11 @@ bool Communicator::windowSleeperBarriers() const {
   return impl_->oneShot && impl_->oneShot->usesSleeperBarriers();
 }
 
+uint64_t Communicator::straightWindowCalls() const {
+  std::lock_guard lock(impl_->opMutex);
+  return impl_->straightWindowCalls;
+}
+
 uint64_t Communicator::directReads() const {
   std::lock_guard lock(impl_->opMutex);
   return impl_->oneShot ? impl_->oneShot->directReads() : 0;
@@ -315,6 +320,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
     ctx.senderIdle = senderIdle(desc);
   }
   ctx.spreadSlots = slotWrites(desc.coll, bytes).spread;
+  ++straightWindowCalls;
   board->started(ctx.desc);
   try {
     callWindow(ctx, send, recv, algorithm == Algorithm::directRead);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/wait.h"
+#include "tests/harness/checks.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
@@ -139,5 +140,68 @@ TEST_CASE("window: ranks asleep for a late one wake at its post, exact") {
     // Their wakes go without the notifiers' fences wherever the kernel gives every rank the
     // sleepers' barriers (base/wait.h).
     CHECK(job.comm(r).windowSleeperBarriers() == registerSleeperBarriers());
+  }
+}
+
+// A collective the tuner sent to the window at this size goes there straight (runInWindow):
+// the results, the published progress a timeout names, and the failure every later call
+// meets are those of the general path.
+TEST_CASE("window: repeated calls go there straight, exact; a timeout there names who is late") {
+  using namespace std::chrono_literals;
+  const int n = 3, calls = 30;
+  constexpr int64_t kPoison = -0x5a5a5a5a5a5a5a5;
+  CommConfig config = test::tinySlots(1500ms);
+  config.algorithm = "oneshot";
+  test::ThreadJob job(n, config, "window-straight");
+  std::vector<std::string> wrong(n);
+  job.run([&](Communicator& c, int r) {
+    for (int k = 0; k < calls && wrong[size_t(r)].empty(); ++k) {
+      const size_t count = k < calls / 2 ? 3 : 40;  // inlined, then in the post's piece
+      std::vector<int64_t> in(count), out(count, kPoison), all(count * n, kPoison);
+      for (size_t i = 0; i < count; ++i) in[i] = valueOf(r, k, i);
+      c.allReduce(in.data(), out.data(), count, DataType::i64, RedOp::sum);
+      c.gather(in.data(), all.data(), count, DataType::i64, k % n);
+      for (size_t i = 0; i < count; ++i) {
+        if (out[i] != valueOf(0, k, i) + valueOf(1, k, i) + valueOf(2, k, i)) {
+          wrong[size_t(r)] = "all-reduce wrong at call " + std::to_string(k);
+        }
+        for (int from = 0; from < n && r == k % n; ++from) {
+          if (all[size_t(from) * count + i] != valueOf(from, k, i)) {
+            wrong[size_t(r)] = "gather wrong at call " + std::to_string(k);
+          }
+        }
+      }
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK_MESSAGE(wrong[size_t(r)].empty(), "rank " << r << ": " << wrong[size_t(r)]);
+    CHECK(job.comm(r).windowCalls() == uint64_t(2 * calls));
+    // All but the first all-reduce and gather of each size, at most (a placement probe due
+    // takes the general path).
+    CHECK(job.comm(r).straightWindowCalls() <= uint64_t(2 * calls - 4));
+    CHECK(job.comm(r).straightWindowCalls() >= uint64_t(calls));
+  }
+  // Ranks 0 and 1 call once more, rank 2 never: the straight call times out naming rank 2 and
+  // the last call it completed, and the communicator refuses the next call.
+  std::vector<Status> result(2);
+  const uint64_t straight[2] = {job.comm(0).straightWindowCalls(),
+                                job.comm(1).straightWindowCalls()};
+  test::onThreads(2, [&](int r) {
+    std::vector<int64_t> in(40, 1), out(40, kPoison);
+    result[size_t(r)] = test::failureOf(
+        [&] { job.comm(r).allReduce(in.data(), out.data(), 40, DataType::i64, RedOp::sum); });
+  });
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(result[size_t(r)].message);
+    CHECK(result[size_t(r)].code == Code::timeout);
+    CHECK(test::contains(result[size_t(r)].message,
+                         "rank 2 never entered all_reduce #" + std::to_string(2 * calls + 1) +
+                             " (its last completed: gather #" + std::to_string(2 * calls)));
+    CHECK(job.comm(r).straightWindowCalls() == straight[r] + 1);  // it went straight
+    int64_t x = 1;
+    const Status next =
+        test::failureOf([&] { job.comm(r).allReduce(&x, &x, 1, DataType::i64, RedOp::sum); });
+    CHECK(next.code == Code::timeout);
+    CHECK(test::contains(next.message, "failed earlier"));
   }
 }
