@@ -100,13 +100,14 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
 void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const void* send,
                                     void* recv) {
   Algorithm algorithm = choose(ctx.desc.coll, bytes);
-  // Every rank counts the same predictions of the same calls, so all probe at the same call.
-  if (placementProbeUs > 0 && bytes > 0) {
-    const LastChoice& last = lastChoice[size_t(ctx.desc.coll)];
-    if (last.placementMatters && (sincePlacementProbeUs += last.predictedUs) >= placementProbeUs) {
+  const LastChoice& last = lastChoice[size_t(ctx.desc.coll)];
+  if (countsTowardProbe(last, bytes)) {
+    if (reachesProbe(last)) {
       sincePlacementProbeUs = 0;
       remeasurePlacement(ctx);
       algorithm = choose(ctx.desc.coll, bytes);
+    } else {
+      sincePlacementProbeUs += last.predictedUs;
     }
   }
   OpContext placed = ctx;

@@ -215,30 +215,42 @@ struct Communicator::Impl {
   void refuseIfFailed(const OpDesc& desc) const;
   OpContext callContext(const OpDesc& desc, bool p2p) {
     OpContext ctx = blankContext;
-    ctx.desc = desc;
-    if (!p2p) ctx.desc.seq = ++seq;
     ctx.rank = config.rank;
     ctx.nranks = config.nranks;
     ctx.timeout = config.timeout;
-    ctx.deadline = coarseNow() + config.timeout;
     ctx.abort = &abortFlag;
     ctx.busy = busy;
+    setCall(ctx, desc, p2p);
+    return ctx;
+  }
+  // What changes from call to call in a context: the call, its deadline and its flags.
+  void setCall(OpContext& ctx, const OpDesc& desc, bool p2p) {
+    ctx.desc = desc;
+    if (!p2p) ctx.desc.seq = ++seq;
+    ctx.deadline = coarseNow() + config.timeout;
     // A send only reads its buffer, so its slots may leave straight from it (registered memory
     // over rdma, the receiver's single copy over shm). So do the collectives that move data
     // without reducing it: they never write their input (in place, their output writes other
     // blocks). Reductions write where they read.
     ctx.inputReadOnly = p2p || !reduces(desc.coll);
     ctx.receiversInCall = !p2p;
-    ctx.senderIdle = senderIdle(desc);
-    return ctx;
-  }
-  // Only sending: a broadcast's or scatter's root, a gather's leaf. With a core each, its copy
-  // into the slots may run beside the receiver's copy out (transport/shm: where it runs fast).
-  bool senderIdle(const OpDesc& desc) const {
+    // Only sending: a broadcast's or scatter's root, a gather's leaf. With a core each, its
+    // copy into the slots may run beside the receiver's copy out (transport/shm: where it runs
+    // fast).
     const bool root = desc.root == config.rank;
-    return ranksHaveCores &&
-           ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
-            (!root && desc.coll == Collective::gather));
+    ctx.senderIdle =
+        ranksHaveCores &&
+        ((root && (desc.coll == Collective::broadcast || desc.coll == Collective::scatter)) ||
+         (!root && desc.coll == Collective::gather));
+  }
+  // Whether a call `last` stands for counts toward the next placement probe, and whether it
+  // reaches it (runPlanned probes there). Every rank counts the same predictions of the same
+  // calls, so all probe at the same call.
+  bool countsTowardProbe(const LastChoice& last, size_t bytes) const {
+    return placementProbeUs > 0 && bytes > 0 && last.placementMatters;
+  }
+  bool reachesProbe(const LastChoice& last) const {
+    return sincePlacementProbeUs + last.predictedUs >= placementProbeUs;
   }
   [[noreturn, gnu::cold]] void failCall(const OpContext& ctx, const Failure& f, bool p2p);
   // The sends and receives of a group, all moving together in rounds (group.cc).

@@ -304,8 +304,8 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
     return false;
   }
   // runPlanned's count toward the next placement probe: the call that reaches it goes that way.
-  const bool counted = placementProbeUs > 0 && bytes > 0 && last.placementMatters;
-  if (counted && sincePlacementProbeUs + last.predictedUs >= placementProbeUs) return false;
+  const bool counted = countsTowardProbe(last, bytes);
+  if (counted && reachesProbe(last)) return false;
   if (counted) sincePlacementProbeUs += last.predictedUs;
   OpContext& ctx = windowContext;
   if (!windowContextSet) {
@@ -313,11 +313,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
     ctx.checkPeers = windowBoardCheck;
     windowContextSet = true;
   } else {
-    ctx.desc = desc;
-    ctx.desc.seq = ++seq;
-    ctx.deadline = coarseNow() + config.timeout;
-    ctx.inputReadOnly = !reduces(desc.coll);
-    ctx.senderIdle = senderIdle(desc);
+    setCall(ctx, desc, false);
   }
   ctx.spreadSlots = slotWrites(desc.coll, bytes).spread;
   ++straightWindowCalls;
