@@ -108,13 +108,12 @@ class OneShot {
   // piece of the data blocks, or filling the call's data block; the seq of the last call whose
   // post or data this call's overwrites; where in `box` the payload of post `slot` lies (the
   // data block: this call's); prefetches `box`'s post (and small payload) kPrefetchCalls after
-  // `slot`, for reading or for writing.
+  // `slot` for reading.
   enum class Payload { inlined, small, block };
   Payload payloadKind(uint32_t bytes) const;
   uint64_t reuses(Payload where) const;
   std::byte* payloadIn(const Mailbox& box, int slot, Payload where) const;
-  void prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes,
-                     bool forWrite) const;
+  void prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes) const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
   // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
@@ -209,7 +208,6 @@ class OneShot {
     }
   } unchecked_;
   bool checking_ = false;  // inside checkUnchecked (its waits call it no further)
-  bool prefetchWrites_ = canPrefetchForWrite();
 };
 
 }  // namespace gyre
