@@ -217,6 +217,8 @@ void OneShot::run(const OpContext& ctx, const void* send, void* recv) {
     default:
       fail(Code::internal, who(ctx) + ": not a one-shot collective");
   }
+  // After this call's reads, which the prefetches' transfers would only delay.
+  if (prefetchWrites_) prefetchNextPost();
   lastSeq_ = d.seq;
   ++calls_;
   // A rank whose post of this call was read has posted its earlier ones: whatever those show
@@ -346,6 +348,17 @@ void OneShot::prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_
   for (size_t at = 0; at < bytes; at += 64) prefetchForRead(box.small(ahead) + at);
 }
 
+void OneShot::prefetchNextPost() const {
+  const auto [where, bytes] = posted_;
+  const int next = (post_ + 1) % kMailPosts;
+  prefetchForWrite(&self_.posts[next]);
+  // The next call's small payload, taken as this one's size: the same sizes come call after
+  // call. Not where it is streamed (its stores take no line), as a data block's payload is far
+  // apart.
+  if (where != Payload::small || (streamBlocks_ && bytes >= kStreamSmallFrom)) return;
+  for (size_t at = 0; at < bytes; at += 64) prefetchForWrite(self_.small(next) + at);
+}
+
 void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, uint32_t kind) {
   // The post (and its data) is free once every rank has finished the call that used it last.
   // A rank's done word moves every call; it is read only when what is known falls short.
@@ -369,6 +382,7 @@ void OneShot::post(const OpContext& ctx, const void* payload, uint32_t bytes, ui
         state.finished);
   }
   MailPost& p = self_.posts[post_];
+  posted_ = {where, bytes};
   // Before the payload, which goes where the offset says (spreadOffset; read after the flag).
   p.meta.offset = where == Payload::block && ctx.spreadSlots
                       ? spreadOffset(calls_ / kMailData, bytes, self_.blockSpan)

@@ -2,43 +2,15 @@
 // process with ranks as threads: every rank gets rank 0's figure of the same round, round after
 // round, and a partner that never comes costs rank 0 the call's deadline, naming it.
 #include <doctest/doctest.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "algorithms/oneshot.h"
 #include "base/status.h"
+#include "tests/unit/test_window.h"
 
 namespace gyre {
 namespace {
-
-struct TestWindow {
-  explicit TestWindow(int n) : nranks(n) {
-    const size_t bytes = (MailboxWindow::bytesFor(n, 4096) + 63) / 64 * 64;
-    memory = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
-    std::memset(memory, 0, bytes);
-    MailboxWindow window(memory, n, 4096, /*format=*/true);
-    // Waits look at the process they wait for: this one.
-    for (int r = 0; r < n; ++r) window.mailbox(r).state->pid = int32_t(getpid());
-  }
-  ~TestWindow() { std::free(memory); }
-  OneShot rank(int r) const { return OneShot(MailboxWindow(memory, nranks, 4096, false), r); }
-  OpContext call(int r, uint64_t seq, std::chrono::milliseconds timeout) const {
-    OpContext ctx;
-    ctx.desc = {seq, 1, -1, Collective::all_reduce, DataType::f32, RedOp::sum};
-    ctx.rank = r;
-    ctx.nranks = nranks;
-    ctx.timeout = timeout;
-    ctx.deadline = Clock::now() + timeout;
-    ctx.busy.spin = std::chrono::microseconds(200);
-    return ctx;
-  }
-  int nranks;
-  std::byte* memory = nullptr;
-};
 
 // The partner alternates between rank 1 (ranks with cores of their own) and rank 2 (the first
 // rank of another block, where ranks share cores pinned in blocks).
