@@ -353,8 +353,8 @@ void OneShot::prefetchNextPost() const {
   const int next = (post_ + 1) % kMailPosts;
   prefetchForWrite(&self_.posts[next]);
   // The next call's small payload, taken as this one's size: the same sizes come call after
-  // call. Not where it is streamed (its stores take no line), as a data block's payload is far
-  // apart.
+  // call. Not a streamed one, whose stores take no line: far apart a data block's payload and a
+  // small one from kStreamSmallFrom are streamed.
   if (where != Payload::small || (streamBlocks_ && bytes >= kStreamSmallFrom)) return;
   for (size_t at = 0; at < bytes; at += 64) prefetchForWrite(self_.small(next) + at);
 }
