@@ -64,13 +64,15 @@ class OneShot {
   // streaming stores, as the slots are where the placement probe finds the CPUs far apart
   // (OpContext::streamSlots).
   void streamBlocks(bool on) { streamBlocks_ = on; }
-  // Whether a rank takes its next post's lines for writing at the end of each call, as where
-  // the placement probe finds the CPUs far apart: there the readers' copies of those lines
-  // take a crossing to drop, which the store into the post would otherwise wait for with every
-  // store behind it (far apart a rooted call of 8 B 0.12 µs against 0.18; close by no faster,
-  // and a reduce of 8 B slower: docs/perf/small_calls.md).
-  void prefetchOwnPosts(bool on) { prefetchWrites_ = on && canPrefetchForWrite(); }
-  bool prefetchesOwnPosts() const { return prefetchWrites_; }
+  // Whether a rank prefetches at the end of each call what its next calls touch that the
+  // others' CPUs hold, as where the placement probe finds the CPUs far apart: its next post's
+  // lines for writing, whose copies from the readers' reads a lap before take a crossing to
+  // drop, which the store into the post would otherwise wait for with every store behind it
+  // (a rooted call of 8 B 0.12 µs against 0.18; close by no faster, and a reduce of 8 B
+  // slower), and before a check of deferred calls the fold words it reads
+  // (docs/perf/small_calls.md).
+  void prefetchFarApart(bool on) { prefetchFar_ = on && canPrefetchForWrite(); }
+  bool prefetchesFarApart() const { return prefetchFar_; }
   // Wakes a rank asleep on this one's words without a fence in every post and every done
   // (base/wait.h: WakeOrder::sleeperBarrier): only once every rank of the window registered
   // for the sleepers' barriers, which every rank's waits then use.
@@ -115,14 +117,14 @@ class OneShot {
   // piece of the data blocks, or filling the call's data block; the seq of the last call whose
   // post or data this call's overwrites; where in `box` the payload of post `slot` lies (the
   // data block: this call's); prefetches `box`'s post (and small payload) kPrefetchCalls after
-  // `slot` for reading; takes this rank's next post (and its small piece, as much as this
-  // call's post filled) for writing.
+  // `slot` for reading; prefetches for this rank's next calls (prefetchFarApart): its next post
+  // (and its small piece, as much as this call's post filled) for writing.
   enum class Payload { inlined, small, block };
   Payload payloadKind(uint32_t bytes) const;
   uint64_t reuses(Payload where) const;
   std::byte* payloadIn(const Mailbox& box, int slot, Payload where) const;
   void prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes) const;
-  void prefetchNextPost() const;
+  void prefetchForNextCalls() const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
   // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
@@ -217,7 +219,7 @@ class OneShot {
     }
   } unchecked_;
   bool checking_ = false;  // inside checkUnchecked (its waits call it no further)
-  bool prefetchWrites_ = false;
+  bool prefetchFar_ = false;
   // What this call's post held, which its next post is taken to hold too.
   struct Posted {
     Payload where = Payload::inlined;

@@ -181,7 +181,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     }
   }
   oneShot->streamBlocks(streamsSlots());
-  oneShot->prefetchOwnPosts(tuner->link().placedFar);
+  oneShot->prefetchFarApart(tuner->link().placedFar);
 }
 
 // The direct-read collectives need every rank to read and write every other's memory through the
@@ -219,7 +219,7 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
   otherPlacement->setCacheShared(tuner->cacheShared());
   if (moved) std::swap(tuner, otherPlacement);
   oneShot->streamBlocks(streamsSlots());
-  oneShot->prefetchOwnPosts(tuner->link().placedFar);
+  oneShot->prefetchFarApart(tuner->link().placedFar);
   for (LastChoice& last : lastChoice) last = {};
   ++placementChanges;
   if (config.rank == 0) {

@@ -1,5 +1,5 @@
 // The host window with ranks that take their next posts for writing at the end of each call
-// (OneShot::prefetchOwnPosts, as far apart): over a window in this process with ranks as
+// (OneShot::prefetchFarApart, as far apart): over a window in this process with ranks as
 // threads, three laps of the posts, every payload kind (inlined, a post's small piece, a data
 // block) and sizes that change from call to call, some ranks prefetching and some not: every
 // output exact.
@@ -36,8 +36,8 @@ TEST_CASE("the window: ranks that prefetch their next posts for writing, lap aft
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       OneShot rank = window.rank(r);
-      rank.prefetchOwnPosts(r != 2);
-      if (rank.prefetchesOwnPosts() != (r != 2 && canPrefetchForWrite())) ++wrong[size_t(r)];
+      rank.prefetchFarApart(r != 2);
+      if (rank.prefetchesFarApart() != (r != 2 && canPrefetchForWrite())) ++wrong[size_t(r)];
       try {
         for (int i = 0; i < calls; ++i) {
           const size_t count = counts[size_t(i) % std::size(counts)];
