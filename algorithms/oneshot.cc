@@ -245,8 +245,7 @@ void OneShot::checkUnchecked(const OpContext& ctx, uint64_t through, bool probe)
   bool progressed = false;
   while (!unchecked_.empty()) {
     const Unchecked& u = unchecked_.front();
-    // The posts it needs: the root's, or every other rank's.
-    const int first = u.peer >= 0 ? u.peer : 0, last = u.peer >= 0 ? u.peer : window_.nranks() - 1;
+    const int first = u.firstPeer(), last = u.lastPeer(window_.nranks());
     if (u.call.seq > through) {
       if (!probe) break;
       // Not needed yet: checked now only if every rank it needs has started it.
@@ -354,8 +353,7 @@ void OneShot::prefetchForNextCalls() const {
   // Where the next call checks the calls this rank went on from, the fold words it reads there.
   if ((calls_ + 1) % kCheckEvery == 0 && !unchecked_.empty()) {
     const Unchecked& u = unchecked_.front();
-    const int first = u.peer >= 0 ? u.peer : 0;
-    const int last = u.peer >= 0 ? u.peer : window_.nranks() - 1;
+    const int first = u.firstPeer(), last = u.lastPeer(window_.nranks());
     for (int r = first; r <= last; ++r) {
       if (r != rank_) prefetchForRead(&boxes_[size_t(r)].state->calls);
     }

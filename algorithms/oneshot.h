@@ -102,6 +102,9 @@ class OneShot {
     int post = 0;
     int peer = -1;       // the one post to check (a reduce's root), or -1: every other rank's
     uint32_t bytes = 0;  // the payload that post must announce
+    // The ranks whose posts it needs: the root's, or every rank's (this one's is skipped).
+    int firstPeer() const { return peer >= 0 ? peer : 0; }
+    int lastPeer(int nranks) const { return peer >= 0 ? peer : nranks - 1; }
   };
 
   // Waits for `peer`'s post of `call` in post `slot` and checks its header, `late` when `call`
