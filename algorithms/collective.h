@@ -33,8 +33,8 @@ struct CollectivePlan {
   int32_t channels = 1;  // the ring collectives split their elements among them
   int32_t root = -1;
   uint64_t count = 0;       // the call's count: per rank for the gathers and scatters
-  uint64_t chunkElems = 1;  // a ring step's most elements: half a link
-  uint64_t slotElems = 1;   // a slot's elements: exchanges and doubling go slot by slot
+  uint64_t chunkElems = 1;  // a ring step's or an exchange's chunk: half a link
+  uint64_t slotElems = 1;   // a slot's elements: doubling goes slot by slot
   int32_t ahead = 0;        // slots an exchange keeps in flight beyond the one it waits for
   // Hosts, and ranks on each, where ranks lie host by host (hierarchical.h); else 1 and n.
   int32_t hosts = 1;
@@ -132,7 +132,7 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::tree) return a::flatScatter(p, rank, n, root, part);
       return a::ringScatter(p, rank, n, root, part);
     case Collective::all_to_all:
-      return a::pairwiseAllToAll(p, rank, n, a::EqualExchange{part}, slot);
+      return a::pairwiseAllToAll(p, rank, n, a::EqualExchange{part}, chunk);
     case Collective::barrier:
       return a::disseminationBarrier(p, rank, n);
     default:

@@ -327,7 +327,7 @@ void Communicator::allToAllV(const void* send, const size_t* sendCounts, const s
     d.execute(ctx, send, recv, [&](auto& p) {
       algo::pairwiseAllToAll(p, r, n,
                              algo::VarExchange{sendCounts, sendDispls, recvCounts, recvDispls},
-                             plan.slotElems);
+                             plan.chunkElems);
     });
   });
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include "algorithms/prims.h"
 #include "tests/harness/fake_prims.h"
@@ -462,6 +463,37 @@ TEST_CASE("pairwise all_to_all: equal and variable blocks") {
         for (size_t i = 0; i < rc[r][src]; ++i)
           REQUIRE(out[r][ro[r][src] + i] == value(src, so[src][r] + i));
   }
+}
+
+// The exchange's order on one rank: each send a chunk ahead of the receive of the chunk
+// before it, so at most two chunks (half a link each) wait in a link.
+TEST_CASE("pairwise all_to_all: sends run one chunk ahead of receives") {
+  struct OrderPrims {
+    std::vector<std::string> ops;
+    void setPeers(const int*, int, const int*, int) {}
+    void localCopy(size_t in, size_t out, size_t k) {
+      ops.push_back("copy " + std::to_string(in) + ">" + std::to_string(out) + "/" +
+                    std::to_string(k));
+    }
+    void send(size_t off, size_t k) {
+      ops.push_back("send " + std::to_string(off) + "/" + std::to_string(k));
+    }
+    void recv(size_t off, size_t k) {
+      ops.push_back("recv " + std::to_string(off) + "/" + std::to_string(k));
+    }
+  };
+  OrderPrims p;
+  // Rank 0 of 2, blocks of 5 elements, chunks of 2: its block for rank 1 is 5..9.
+  algo::pairwiseAllToAll(p, 0, 2, algo::EqualExchange{5}, 2);
+  const std::vector<std::string> expected = {"copy 0>0/5", "send 5/2", "send 7/2", "recv 5/2",
+                                             "send 9/1",   "recv 7/2", "recv 9/1"};
+  CHECK(p.ops == expected);
+  // Unequal blocks: only receives once the sends are done, and no empty send or receive.
+  OrderPrims q;
+  const size_t sc[] = {0, 1}, so[] = {0, 0}, rc[] = {0, 4}, ro[] = {0, 0};
+  algo::pairwiseAllToAll(q, 0, 2, algo::VarExchange{sc, so, rc, ro}, 2);
+  const std::vector<std::string> unequal = {"copy 0>0/0", "send 0/1", "recv 0/2", "recv 2/2"};
+  CHECK(q.ops == unequal);
 }
 
 TEST_CASE("dissemination barrier: log2(n) rounds, no deadlock") {
