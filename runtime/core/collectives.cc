@@ -3,6 +3,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/prims.h"
+#include "base/copy_bytes.h"
 #include "base/log.h"
 #include "runtime/core/arg_checks.h"
 #include "runtime/core/communicator_impl.h"
@@ -119,12 +120,35 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
   const CollectivePlan plan = this->plan(ctx.desc, bytes, algorithm);
   const size_t es = dataTypeSize(ctx.desc.dtype);
   placed.streamSlots = writes.streamed;
+  if (plan.coll == Collective::reduce_scatter && plan.algorithm == Algorithm::doubling) {
+    return reduceScatterByDoubling(placed, plan, send, recv);
+  }
   runChannels(placed, plan.channels, [&](const OpContext& cctx, int c) {
     const ChannelPart part = channelPart(plan, c, config.rank, send, recv, es);
     execute(
         cctx, part.in, part.out,
         [&](auto& p) { runChannel(p, plan, config.rank, config.nranks, part.len); }, c);
   });
+}
+
+// The whole buffer all-reduced by recursive doubling into scratch the communicator keeps, of
+// which this rank keeps its block: log2(n) exchanges where the ring makes n - 1, for buffers
+// small enough that each message's cost outweighs its bytes (docs/tuning.md). Every send has
+// left and every peer's read of this input ended (finish) before the copy, which in place
+// overwrites this rank's block of the input.
+void Communicator::Impl::reduceScatterByDoubling(const OpContext& ctx, const CollectivePlan& plan,
+                                                 const void* send, void* recv) {
+  const size_t es = dataTypeSize(ctx.desc.dtype);
+  const int n = config.nranks;
+  const size_t total = size_t(plan.count) * size_t(n);
+  wholeBuffer.resize(total * es);
+  execute(ctx, send, wholeBuffer.data(), [&](auto& p) {
+    algo::doublingAllReduce(p, config.rank, n, total, size_t(plan.slotElems), plan.ahead);
+  });
+  if (plan.count > 0) {
+    copyBytes(recv, wholeBuffer.data() + size_t(config.rank) * size_t(plan.count) * es,
+              size_t(plan.count) * es);
+  }
 }
 
 Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {

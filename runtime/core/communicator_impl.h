@@ -283,6 +283,10 @@ struct Communicator::Impl {
   // Plans the call ctx.desc names (runtime/core/plan: the tuner's algorithm, channels, steps)
   // and runs every channel's part of it (algorithms/collective.h); `bytes` sizes the choice.
   void runPlanned(const OpContext& ctx, size_t bytes, const void* send, void* recv);
+  // runPlanned's reduce-scatter by recursive doubling: an all-reduce into wholeBuffer.
+  void reduceScatterByDoubling(const OpContext& ctx, const CollectivePlan& plan, const void* send,
+                               void* recv);
+  std::vector<std::byte> wholeBuffer;  // as large as the largest such reduce-scatter's input
   Algorithm choose(Collective coll, size_t bytes);
 
   void checkType(const char* what, DataType type, RedOp op) const;

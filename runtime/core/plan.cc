@@ -17,7 +17,8 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
       (coll == Collective::all_reduce || coll == Collective::broadcast ||
        coll == Collective::reduce || coll == Collective::gather || coll == Collective::scatter);
   const bool doubling = algorithm == Algorithm::doubling &&
-                        (coll == Collective::all_reduce || coll == Collective::all_gather);
+                        (coll == Collective::all_reduce || coll == Collective::all_gather ||
+                         coll == Collective::reduce_scatter);
   const bool hierarchical = algorithm == Algorithm::hierarchical &&
                             (coll == Collective::all_reduce || coll == Collective::all_gather ||
                              coll == Collective::reduce_scatter) &&

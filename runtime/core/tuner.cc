@@ -465,6 +465,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     }
     case Collective::reduce_scatter:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
+      // An all-reduce of the whole buffer, of which each rank keeps its block: log2(n) steps
+      // against the ring's n - 1, each moving the whole buffer (a small copy aside).
+      if (a == Algorithm::doubling) return predictUs(a, Collective::all_reduce, bytes, n);
       break;
     case Collective::gather:
     case Collective::scatter:

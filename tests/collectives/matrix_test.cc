@@ -262,7 +262,10 @@ bool implements(const std::string& algorithm, Collective c) {
   if (algorithm == "tree") {
     return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
   }
-  if (algorithm == "rd") return c == Collective::all_reduce || c == Collective::all_gather;
+  if (algorithm == "rd") {
+    return c == Collective::all_reduce || c == Collective::all_gather ||
+           c == Collective::reduce_scatter;
+  }
   if (algorithm == "read") {
     return c == Collective::all_reduce || c == Collective::all_gather ||
            c == Collective::broadcast || c == Collective::all_to_all;
