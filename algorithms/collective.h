@@ -41,6 +41,8 @@ struct CollectivePlan {
   int32_t localRanks = 1;
   // A tree broadcast down the relayed tree (tree.h: relayedBinomialNode).
   bool relayed = false;
+  // A tree scatter down the binomial tree (tree.h: binomialScatter), else the flat one.
+  bool binomial = false;
 };
 
 // Whether the plan splits its elements over channels (the rings of all-reduce, all-gather,
@@ -129,7 +131,10 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::tree) return a::flatGather(p, rank, n, root, part);
       return a::ringGather(p, rank, n, root, part);
     case Collective::scatter:
-      if (plan.algorithm == Algorithm::tree) return a::flatScatter(p, rank, n, root, part);
+      if (plan.algorithm == Algorithm::tree) {
+        return plan.binomial ? a::binomialScatter(p, rank, n, root, part)
+                             : a::flatScatter(p, rank, n, root, part);
+      }
       return a::ringScatter(p, rank, n, root, part);
     case Collective::all_to_all:
       return a::pairwiseAllToAll(p, rank, n, a::EqualExchange{part}, chunk);

@@ -137,7 +137,7 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     // After the sends, which may carry the credits along (rdma).
     for (int i = 0; i < nRecv; ++i) recvFrom_[i]->recvReleased();
   }
-  flushSends();
+  if (!holding_) flushSends();
 }
 
 bool HostPrims::streams(Connection& to) const {

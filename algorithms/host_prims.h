@@ -84,6 +84,13 @@ class HostPrims {
   }
   void sendMarker();
   void recvMarker();
+  // While held, a primitive leaves its sends to batching transports (tcp) unflushed, so the
+  // next ones to the same peer leave in the same write; any wait flushes them first, and so
+  // does releasing the hold.
+  void holdSends(bool hold) {
+    holding_ = hold;
+    if (!hold) flushSends();
+  }
 
  private:
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };
@@ -125,6 +132,7 @@ class HostPrims {
   int nReadingInput_ = 0;
   Connection* unflushed_[kMaxPeers];  // batching connections with slots not handed over
   int nUnflushed_ = 0;
+  bool holding_ = false;  // holdSends
 };
 
 }  // namespace gyre

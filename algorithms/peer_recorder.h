@@ -33,6 +33,7 @@ class PeerRecorder {
   void localCopy(size_t, size_t, size_t) {}
   void sendMarker() {}
   void recvMarker() {}
+  void holdSends(bool) {}
 
  private:
   std::vector<int> peers_;

@@ -14,6 +14,8 @@
 //   recvReduceCopySend(inOff, outOff, n, fin) prev (+) input -> output, next
 //   localCopy(inOff, outOff, n)             input            -> output
 //   sendMarker() / recvMarker()             an empty slot: carries only the op descriptor
+//   holdSends(hold)                         while held, sends to one peer may leave together
+//                                           (a wait, or the release, sends them)
 //
 // "prev" is every recv peer: reductions fold in all of them (a tree node's children); plain
 // receives take exactly one. "next" is every send peer: each gets the same data. Offsets and

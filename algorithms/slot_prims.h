@@ -113,6 +113,7 @@ class SlotPrims {
   }
   GYRE_HD void sendMarker() { step(kSend, 0, 0, 0, false); }
   GYRE_HD void recvMarker() { step(kRecv, 0, 0, 0, false); }
+  GYRE_HD void holdSends(bool) {}  // device links batch nothing
 
  private:
   enum : unsigned { kRecv = 1, kInput = 2, kOutput = 4, kSend = 8 };

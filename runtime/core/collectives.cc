@@ -95,6 +95,7 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
   shape.hosts = planHosts;
   shape.localRanks = planLocalRanks;
   shape.relayed = tuner->relaysBroadcast(bytes, desc.seq);
+  shape.binomial = tuner->binomialScatter(bytes);
   return planCollective(desc.coll, desc.dtype, desc.count, desc.root, algorithm, shape);
 }
 

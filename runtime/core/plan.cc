@@ -33,6 +33,7 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   plan.chunkElems = std::max<size_t>(1, size_t(shape.nSlots / 2) * shape.slotBytes / es);
   plan.ahead = int(std::max<uint32_t>(1, shape.nSlots / 2) - 1);
   plan.relayed = tree && coll == Collective::broadcast && shape.relayed;
+  plan.binomial = tree && coll == Collective::scatter && shape.binomial;
   if (hierarchical) {
     plan.hosts = shape.hosts;
     plan.localRanks = shape.localRanks;

@@ -20,6 +20,8 @@ struct PlanShape {
   int localRanks = 1;
   // A tree broadcast takes the relayed tree (CollectivePlan::relayed).
   bool relayed = false;
+  // A tree scatter takes the binomial tree (CollectivePlan::binomial).
+  bool binomial = false;
 };
 
 // `algorithm` is the tuner's choice (or a fixed one); collectives with one algorithm ignore it.

@@ -88,6 +88,9 @@ constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
 // ranks: 1.01-1.25 times faster than the chain from 64 B to 32 KiB in two runs at n = 4 and 8).
 constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
+// Tcp scatters below this take the binomial tree: n = 4 and 8 on 2 cores, 64 B-64 KiB, it took
+// 0.55-0.80 of the flat tree's time; from 256 KiB to 2 MiB 0.81-1.20 at n = 8 (docs/tuning.md).
+constexpr size_t kTcpBinomialScattersBelow = 256 << 10;
 constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 // n = 4 on 2 cores over tcp, pinned in blocks, the binomial tree against it alternated with the
 // relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
@@ -186,6 +189,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
   LinkCost cost{kTcpAlphaUs,         kTcpBetaBytesUs,
                 kTcpWholeBufferStep, kTcpExtraPassBytes,
                 kTcpBruckPassBytes,  std::clamp(coresPerRank, 1, kMaxAutoChannels)};
+  cost.binomialScattersBelow = kTcpBinomialScattersBelow;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;

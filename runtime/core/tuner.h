@@ -73,6 +73,9 @@ struct LinkCost {
   // Tree broadcasts below this take the relayed tree every other call (algorithms/tree.h:
   // relayedBinomialNode), so the root's CPU does not make the root's sends every call.
   size_t relayedBroadcastsBelow = 0;
+  // Tree scatters below this go down the binomial tree instead of the flat one: log2(n) sends
+  // on the root, where each send costs more than its bytes (a socket's).
+  size_t binomialScattersBelow = 0;
 };
 
 struct Choice {
@@ -143,6 +146,8 @@ class Tuner {
   bool relaysBroadcast(size_t bytes, uint64_t seq) const {
     return bytes < link_.relayedBroadcastsBelow && seq % 2 == 1;
   }
+  // Whether a tree scatter of `bytes` (the scattered whole) takes the binomial tree.
+  bool binomialScatter(size_t bytes) const { return bytes < link_.binomialScattersBelow; }
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.

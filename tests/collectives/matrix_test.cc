@@ -260,7 +260,8 @@ std::string runCase(Communicator& c, int r, int n, const Case& k, uint64_t seed)
 // Which collectives each forced algorithm implements (the tuner's pick otherwise).
 bool implements(const std::string& algorithm, Collective c) {
   if (algorithm == "tree") {
-    return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce;
+    return c == Collective::all_reduce || c == Collective::broadcast || c == Collective::reduce ||
+           c == Collective::gather || c == Collective::scatter;
   }
   if (algorithm == "rd") {
     return c == Collective::all_reduce || c == Collective::all_gather ||

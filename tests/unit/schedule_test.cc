@@ -420,6 +420,71 @@ TEST_CASE("gather and scatter chains: every n, count and root") {
   }
 }
 
+TEST_CASE("binomial gather and scatter: every n, count and root") {
+  for (int n = 1; n <= 17; ++n) {
+    for (size_t count : awkwardCounts(n)) {
+      for (int root = 0; root < n; ++root) {
+        CAPTURE(n);
+        CAPTURE(count);
+        CAPTURE(root);
+        {
+          FakeNetwork net(n, slotFor(count), 2);
+          Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
+          runFake(net, RedOp::sum, in, out,
+                  [&](FakePrims& p, int r) { algo::binomialGather(p, r, n, root, count); });
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count * n; ++i)
+              REQUIRE(out[r][i] == (r == root ? value(int(i / count), i % count) : kPoison));
+        }
+        {
+          FakeNetwork net(n, slotFor(count), 2);
+          Inputs in(n), out(n, std::vector<double>(count, kPoison));
+          for (size_t i = 0; i < count * n; ++i) in[root].push_back(value(root, i));
+          runFake(net, RedOp::sum, in, out,
+                  [&](FakePrims& p, int r) { algo::binomialScatter(p, r, n, root, count); });
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, r * count + i));
+        }
+      }
+    }
+  }
+}
+
+// The root of a binomial scatter sends to ceil(log2 n) ranks, one run of blocks each, and
+// holds its sends until all are published; every other rank relays to its own subtree only.
+TEST_CASE("binomial scatter: the root's peers and its sends held together") {
+  struct PeerPrims {
+    std::set<int> sendPeers;
+    int current = -1, holds = 0, sendsHeld = 0, sends = 0;
+    bool held = false;
+    void setPeers(const int*, int, const int* to, int nTo) { current = nTo ? to[0] : -1; }
+    void send(size_t, size_t) {
+      sendPeers.insert(current);
+      ++sends;
+      if (held) ++sendsHeld;
+    }
+    void recv(size_t, size_t) {}
+    void recvSend(size_t) { sendPeers.insert(current); }
+    void localCopy(size_t, size_t, size_t) {}
+    void holdSends(bool hold) {
+      held = hold;
+      holds += hold;
+    }
+  };
+  for (int n : {2, 3, 5, 8, 13, 16}) {
+    CAPTURE(n);
+    PeerPrims root;
+    algo::binomialScatter(root, 3 % n, n, 3 % n, 4);
+    int lg = 0;
+    while ((1 << lg) < n) ++lg;
+    CHECK(int(root.sendPeers.size()) == lg);
+    CHECK(root.sends == n - 1);
+    CHECK(root.sendsHeld == n - 1);
+    CHECK(root.holds == 1);
+    CHECK_FALSE(root.held);
+  }
+}
+
 TEST_CASE("pairwise all_to_all: equal and variable blocks") {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {

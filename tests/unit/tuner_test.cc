@@ -22,6 +22,11 @@ TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for lar
     CHECK(t.choose(Collective::all_to_all, 8, n).algorithm == Algorithm::pairwise);
     CHECK(t.choose(Collective::barrier, 0, n).algorithm == Algorithm::dissemination);
   }
+  // Small scatters over sockets take the binomial tree (log2(n) sends on the root), large ones
+  // and those over shared memory the flat one.
+  CHECK(t.binomialScatter(64 << 10));
+  CHECK_FALSE(t.binomialScatter(1 << 20));
+  CHECK_FALSE(Tuner(Tuner::sharedMemory(true), "", kChunk, kSlot).binomialScatter(64));
   // Latency-bound broadcasts go down a tree once there are ranks enough.
   CHECK(t.choose(Collective::broadcast, 8, 8).algorithm == Algorithm::tree);
   // The choice explains itself with every candidate's prediction.
