@@ -216,7 +216,7 @@ GYRE_HD void flatScatter(Prims& p, int rank, int n, int root, size_t count) {
   p.localCopy(size_t(root) * count, 0, count);
 }
 
-// The binomial tree of the gathers and scatters, in relative ranks v = rank - root (mod n):
+// The binomial tree of the scatter, in relative ranks v = rank - root (mod n):
 // v's subtree holds v .. v + subtreeSize(v) - 1, its children are v + 1, v + 2, v + 4, ...
 // below v's lowest set bit, the smallest first, so a subtree's blocks come in rank order one
 // after the other. A link carries one message per block, relayed as it came; the sends to
@@ -254,33 +254,6 @@ GYRE_HD void binomialScatter(Prims& p, int rank, int n, int root, size_t count) 
     p.holdSends(false);
   }
   if (v == 0) p.localCopy(size_t(root) * count, 0, count);  // a no-op in place
-}
-
-// recv[r*count + i] on root = send of rank r [i], up the binomial tree.
-template <class Prims>
-GYRE_HD void binomialGather(Prims& p, int rank, int n, int root, size_t count) {
-  const int v = mod(rank - root, n);
-  if (v == 0) p.localCopy(0, size_t(root) * count, count);  // a no-op in place
-  if (n == 1 || count == 0) return;
-  if (v == 0) {
-    for (int c = 1; c < n; c <<= 1) {
-      const int from = mod(c + root, n);
-      p.setPeers(&from, 1, nullptr, 0);
-      for (int b = c; b < c + subtreeSize(c, n); ++b)
-        p.recv(size_t(mod(b + root, n)) * count, count);
-    }
-    return;
-  }
-  const int parent = mod((v & (v - 1)) + root, n);
-  p.holdSends(true);
-  p.setPeers(nullptr, 0, &parent, 1);
-  p.send(0, count);
-  for (int c = v + 1; c < v + subtreeSize(v, n); c += c - v) {
-    const int from = mod(c + root, n);
-    p.setPeers(&from, 1, &parent, 1);
-    for (int b = 0; b < subtreeSize(c, n); ++b) p.recvSend(count);
-  }
-  p.holdSends(false);
 }
 
 }  // namespace gyre::algo
