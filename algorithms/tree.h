@@ -1,8 +1,9 @@
 // Tree algorithms over the primitives: a binomial tree (reduce and broadcast of small
 // messages: log2(n) steps instead of n-1), NCCL's double binary tree for all-reduce
 // (two complementary trees, each carrying half the data, so every rank is a leaf in one of
-// them and the work of interior nodes is balanced), and a tree of depth one for gather and
-// scatter (every rank straight to or from the root).
+// them and the work of interior nodes is balanced), a tree of depth one for gather and
+// scatter (every rank straight to or from the root), and a binomial scatter for links where
+// each of the root's sends costs more than its bytes (a socket's).
 #pragma once
 
 #include "algorithms/common.h"
