@@ -390,6 +390,18 @@ TEST_CASE("reduce: ring chain and binomial tree; only root's output is written")
   }
 }
 
+// Scatters `count` elements to each of n ranks from `root` with `scatter` over links of two
+// slots and checks every output element.
+template <class Scatter>
+void checkScatter(int n, int root, size_t count, Scatter scatter) {
+  FakeNetwork net(n, slotFor(count), 2);
+  Inputs in(n), out(n, std::vector<double>(count, kPoison));
+  for (size_t i = 0; i < count * n; ++i) in[root].push_back(value(root, i));
+  runFake(net, RedOp::sum, in, out, scatter);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, r * count + i));
+}
+
 TEST_CASE("gather and scatter chains: every n, count and root") {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {
@@ -406,15 +418,8 @@ TEST_CASE("gather and scatter chains: every n, count and root") {
             for (size_t i = 0; i < count * n; ++i)
               REQUIRE(out[r][i] == (r == root ? value(int(i / count), i % count) : kPoison));
         }
-        {
-          FakeNetwork net(n, slotFor(count), 2);
-          Inputs in(n), out(n, std::vector<double>(count, kPoison));
-          for (size_t i = 0; i < count * n; ++i) in[root].push_back(value(root, i));
-          runFake(net, RedOp::sum, in, out,
-                  [&](FakePrims& p, int r) { algo::ringScatter(p, r, n, root, count); });
-          for (int r = 0; r < n; ++r)
-            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, r * count + i));
-        }
+        checkScatter(n, root, count,
+                     [&](FakePrims& p, int r) { algo::ringScatter(p, r, n, root, count); });
       }
     }
   }
@@ -427,13 +432,8 @@ TEST_CASE("binomial scatter: every n, count and root") {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(root);
-        FakeNetwork net(n, slotFor(count), 2);
-        Inputs in(n), out(n, std::vector<double>(count, kPoison));
-        for (size_t i = 0; i < count * n; ++i) in[root].push_back(value(root, i));
-        runFake(net, RedOp::sum, in, out,
-                [&](FakePrims& p, int r) { algo::binomialScatter(p, r, n, root, count); });
-        for (int r = 0; r < n; ++r)
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == value(root, r * count + i));
+        checkScatter(n, root, count,
+                     [&](FakePrims& p, int r) { algo::binomialScatter(p, r, n, root, count); });
       }
     }
   }
