@@ -47,8 +47,9 @@ struct CommConfig {
   // (docs/tuning_shm.md).
   enum class SlotSpread { automatic, on, off } slotSpread = SlotSpread::automatic;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
-  // GYRE_TCP_CONGESTION: auto (cubic, else reno, for data connections to peers on this host;
-  // the system's default for the others), system (never set), or a name for every one.
+  // GYRE_TCP_CONGESTION: auto (BBR with pacing off, else cubic, else reno, for data
+  // connections to peers on this host; the system's default for the others), system (never
+  // set), or a name for every one.
   std::string tcpCongestion = "auto";
   // GYRE_TCP_TIMEOUT (seconds): a tcp peer (or the rendezvous) whose kernel answers nothing
   // this long is gone, even while nothing is sent; 0 leaves the system's (minutes).

@@ -13,7 +13,8 @@
 # same placement.
 # With tcp it also runs gyre-tcp-ceiling (raw loopback sockets moving the bytes a
 # bandwidth-optimal ring must, nothing else) and prints gyre tcp's share of it; its sockets
-# use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: cubic on one host).
+# use the congestion control gyre's do (GYRE_TCP_CONGESTION, auto: BBR unpaced on one host
+# where the kernel lets this user have it, else cubic).
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
 #                               [-l PEERS] [-o DIR] [-R]
@@ -80,10 +81,18 @@ run_peers() {  # round n op
     echo "# warning: peer run $1 ($3, n=$2) failed (see $out/peers_$1_$3_n$2.log)"
 }
 run_gyre() {  # round n op
-  local t s b ceiling_cc n=$2 op=$3
+  local t s b ceiling_cc ceiling_unpaced= n=$2 op=$3
   for t in ${transports//,/ }; do
     case ${GYRE_TCP_CONGESTION:-auto} in
-      auto) ceiling_cc=cubic ;; system) ceiling_cc= ;; *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
+      auto)
+        ceiling_cc=cubic
+        if grep -qw bbr /proc/sys/net/ipv4/tcp_available_congestion_control &&
+          { [ "$(id -u)" = 0 ] || grep -qw bbr /proc/sys/net/ipv4/tcp_allowed_congestion_control; }; then
+          ceiling_cc=bbr ceiling_unpaced=--unpaced
+        fi
+        ;;
+      system) ceiling_cc= ;;
+      *) ceiling_cc=$GYRE_TCP_CONGESTION ;;
     esac
     for s in ${sizes//,/ }; do
       b=$(bytes "$s")
@@ -94,7 +103,7 @@ run_gyre() {  # round n op
         >>"$out/gyre_${t}_${op}_n${n}_$1.txt" 2>&1
       if [ "$t" = tcp ]; then
         "$build/tools/gyre-tcp-ceiling" -n "$n" -c "$(gyre_op "$op")" -b "$b" -e "$b" \
-          ${ceiling_cc:+--congestion "$ceiling_cc"} \
+          ${ceiling_cc:+--congestion "$ceiling_cc"} $ceiling_unpaced \
           >>"$out/ceiling_${op}_n${n}_$1.txt" 2>&1
       fi
     done

@@ -53,8 +53,9 @@ size_t parseSize(const std::string& text) {
 }
 
 // A connected loopback pair: {connecting end, accepted end}.
-// `congestion` (if not empty) is set on both ends once connected, as gyre does.
-std::pair<int, int> loopbackPair(const std::string& congestion) {
+// `congestion` (if not empty) is set on both ends once connected, as gyre does, and with
+// `unpaced` their pacing turned off (a maximum pacing rate of 0), as gyre's "auto" does for BBR.
+std::pair<int, int> loopbackPair(const std::string& congestion, bool unpaced) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   if (listener < 0) fail("socket");
   sockaddr_in addr{};
@@ -76,6 +77,10 @@ std::pair<int, int> loopbackPair(const std::string& congestion) {
     if (!congestion.empty() && ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
                                             socklen_t(congestion.size())) != 0)
       fail("congestion control " + congestion);
+    const unsigned long noPacing = 0;
+    if (unpaced &&
+        ::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &noPacing, sizeof noPacing) != 0)
+      fail("turning pacing off");
   }
   return {out, in};
 }
@@ -209,7 +214,7 @@ int main(int argc, char** argv) {
   std::string collective = "all_reduce", minText = "64K", maxText = "256M";
   size_t chunk = 128 << 10;
   double factor = 4;
-  bool threads = false;
+  bool threads = false, unpaced = false;
   std::string congestion;
   app.add_option("-n,--ranks", n, "ranks (processes)")->check(CLI::Range(2, 64));
   app.add_option("-c,--collective", collective,
@@ -225,6 +230,7 @@ int main(int argc, char** argv) {
                "ranks as threads of one process instead (the way ../shared/peers' tcp_bench runs)");
   app.add_option("--congestion", congestion,
                  "tcp congestion control for the connections (default: the system's)");
+  app.add_flag("--unpaced", unpaced, "turn the connections' pacing off (gyre does for BBR)");
   app.add_option("--chunk", chunk, "largest single write or read (gyre's slot size)")
       ->check(CLI::Range(1, 1 << 30));
   CLI11_PARSE(app, argc, argv);
@@ -236,12 +242,12 @@ int main(int argc, char** argv) {
     const size_t maxSent = size_t(double(maxBytes) * sentFraction(collective, n)) + 1;
     std::vector<Rank> ranks(static_cast<size_t>(n));
     if (n == 2) {
-      auto [a, b] = loopbackPair(congestion);
+      auto [a, b] = loopbackPair(congestion, unpaced);
       ranks[0].sendFd = ranks[0].recvFd = a;
       ranks[1].sendFd = ranks[1].recvFd = b;
     } else {
       for (int r = 0; r < n; ++r) {
-        auto [out, in] = loopbackPair(congestion);
+        auto [out, in] = loopbackPair(congestion, unpaced);
         ranks[size_t(r)].sendFd = out;
         ranks[size_t((r + 1) % n)].recvFd = in;
       }

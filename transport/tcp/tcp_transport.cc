@@ -284,19 +284,26 @@ std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int chan
     char name[16] = {};
     socklen_t length = sizeof name - 1;
     getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_CONGESTION, name, &length);
+    unsigned long maxPacing = ~0UL;
+    length = sizeof maxPacing;
+    getsockopt(socket.native_handle(), SOL_SOCKET, SO_MAX_PACING_RATE, &maxPacing, &length);
     GYRE_LOG(trace, "rank " + std::to_string(config_.rank) + ": tcp to rank " +
                         std::to_string(peer.rank) + " channel " + std::to_string(channel) +
-                        " uses congestion control " + name);
+                        " uses congestion control " + name + (maxPacing == 0 ? ", unpaced" : ""));
   }
   return wrap(std::move(socket), peer.rank, channel);
 }
 
-// BBR, the default on many machines, paces a connection at the bandwidth it last measured. A
-// collective's traffic comes in bursts with pauses between, which leaves that estimate low:
-// over loopback half the connections ran paced at 32-40 % of the unpaced speed
-// (docs/perf/earlier_comparisons.md). Between ranks of one host nothing needs pacing, so "auto"
-// picks a window-based algorithm there and leaves connections to other hosts as the system has
-// them.
+// Between ranks of one host "auto" takes BBR with its pacing turned off. Paced, BBR sends at
+// the bandwidth it last measured, and a collective's bursts with pauses between leave that
+// estimate low: over loopback half the connections ran at 32-40 % of the unpaced speed
+// (docs/perf/earlier_comparisons.md). Its window, counted in segments and sized to the
+// measured delay, is what small frames need where ranks share cores: a window-based algorithm
+// (cubic) grows to thousands of segments, so every small send leaves as a segment of its own
+// and costs the kernel a delivery; BBR's few segments in flight make later sends join the
+// queued one (docs/perf/small_calls.md, "Unpaced BBR"). A pacing rate of at most 0 turns
+// pacing off (the kernel paces only at a rate above zero); where BBR is refused, cubic, else
+// reno. Connections to other hosts keep the system's choice, pacing included.
 void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
   const std::string& wanted = config_.tcpCongestion;
   if (wanted == "system") return;
@@ -304,7 +311,7 @@ void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
     return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0;
   };
   if (wanted == "auto") {
-    if (peer.hostId != selfHostId_ || set("cubic") || set("reno")) return;
+    if (peer.hostId != selfHostId_ || setUnpacedBbr(fd) || set("cubic") || set("reno")) return;
     GYRE_LOG(info, "rank " + std::to_string(config_.rank) + ": the connection to rank " +
                        std::to_string(peer.rank) + " keeps the system's tcp congestion control (" +
                        errnoText(errno) + ")");
@@ -320,6 +327,13 @@ void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
            "' (GYRE_TCP_CONGESTION) for the connection to rank " + std::to_string(peer.rank) +
            ": " + (err == ENOENT ? "this kernel has none of that name" : errnoText(err)) +
            (allowed.empty() ? "" : " (this host allows: " + allowed + ")"));
+}
+
+bool TcpTransport::setUnpacedBbr(int fd) {
+  static constexpr char kBbr[] = "bbr";
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kBbr, sizeof kBbr - 1) != 0) return false;
+  const unsigned long unpaced = 0;
+  return ::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &unpaced, sizeof unpaced) == 0;
 }
 
 tcp::socket TcpTransport::connectSocket(const PeerInfo& peer, int channel,

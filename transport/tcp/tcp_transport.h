@@ -55,6 +55,7 @@ class TcpTransport : public Transport {
   asio::ip::tcp::socket dial(const PeerInfo& peer, int channel, Clock::time_point deadline,
                              const Interrupt& interrupted, uint16_t flags);
   void setCongestionControl(int fd, const PeerInfo& peer);
+  static bool setUnpacedBbr(int fd);  // BBR's window without its pacing; false where refused
   asio::ip::tcp::socket awaitAccepted(const PeerInfo& peer, int channel, Clock::time_point deadline,
                                       const Interrupt& interrupted);
 
