@@ -301,7 +301,7 @@ std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int chan
 // measured delay, is what small frames need where ranks share cores: a window-based algorithm
 // (cubic) grows to thousands of segments, so every small send leaves as a segment of its own
 // and costs the kernel a delivery; BBR's few segments in flight make later sends join the
-// queued one (docs/perf/small_calls.md, "Unpaced BBR"). A pacing rate of at most 0 turns
+// queued one (docs/perf/tcp_congestion.md). A pacing rate of at most 0 turns
 // pacing off (the kernel paces only at a rate above zero); where BBR is refused, cubic, else
 // reno. Connections to other hosts keep the system's choice, pacing included.
 void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
