@@ -301,9 +301,9 @@ std::shared_ptr<Connection> TcpTransport::connect(const PeerInfo& peer, int chan
 // measured delay, is what small frames need where ranks share cores: a window-based algorithm
 // (cubic) grows to thousands of segments, so every small send leaves as a segment of its own
 // and costs the kernel a delivery; BBR's few segments in flight make later sends join the
-// queued one (docs/perf/tcp_congestion.md). A pacing rate of at most 0 turns
-// pacing off (the kernel paces only at a rate above zero); where BBR is refused, cubic, else
-// reno. Connections to other hosts keep the system's choice, pacing included.
+// queued one (docs/perf/tcp_congestion.md). A maximum pacing rate of 0 turns pacing off (the
+// kernel paces only at a rate above zero). Where BBR is refused, cubic, else reno. Connections
+// to other hosts keep the system's choice, pacing included: a real network needs it.
 void TcpTransport::setCongestionControl(int fd, const PeerInfo& peer) {
   const std::string& wanted = config_.tcpCongestion;
   if (wanted == "system") return;
