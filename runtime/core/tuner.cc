@@ -92,10 +92,24 @@ constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
 // 0.55-0.80 of the flat tree's time; from 256 KiB to 2 MiB 0.81-1.20 at n = 8 (docs/tuning.md).
 constexpr size_t kTcpBinomialScattersBelow = 256 << 10;
 constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
+// There Bruck's all-gather beat the ring up to 512 KiB and lost from 1 MiB at n = 4, 6 and 8
+// (unpaced BBR, ranks pinned in blocks, 2026-12-03: n = 4, 512 KiB 130 against 147 us, 1 MiB
+// level; n = 8, 512 KiB 340 against 396 in one run, 479 against 455 in the next; 2 MiB the
+// ring 1.08-1.26 times faster; docs/tuning.md). The model's crossing moves with n (116 KiB at
+// n = 4, 400 KiB at n = 8) and missed the rows between.
+constexpr size_t kTcpSharedCoresBruckAllGathersBelow = 1 << 20;
 // n = 4 on 2 cores over tcp, pinned in blocks, the binomial tree against it alternated with the
 // relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
 constexpr size_t kTcpTwoBlocksRelayedBroadcastBelow = 8 << 10;
+// Pinned there at n = 8, the tree all-reduce beat the doubling at 64 and 128 KiB (205-231 against
+// 244-419 us) and the ring at 256 and 512 KiB (511-922 against 582-990), and lost to the doubling
+// at 32 KiB and to the ring from 1 MiB (1.10-1.18 times), in two runs (2026-12-03, unpaced BBR);
+// at n = 6 (three ranks a block) and floating at n = 8 it was never ahead by more than the
+// spread (docs/tuning.md).
+constexpr size_t kTcpTwoBlocksTreeAllReduceFrom = 64 << 10;
+constexpr size_t kTcpTwoBlocksTreeAllReduceBelow = 1 << 20;
+constexpr int kTcpTwoBlocksTreeAllReduceRanks = 8;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
@@ -194,6 +208,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
+    cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
   }
   return cost;
 }
@@ -283,6 +298,9 @@ LinkCost Tuner::pinnedInBlocks(LinkCost shared) {
 
 LinkCost Tuner::pinnedInTwoBlocksOverTcp(LinkCost pinned) {
   pinned.relayedBroadcastsBelow = kTcpTwoBlocksRelayedBroadcastBelow;
+  pinned.treeAllReducesFrom = kTcpTwoBlocksTreeAllReduceFrom;
+  pinned.treeAllReducesBelow = kTcpTwoBlocksTreeAllReduceBelow;
+  pinned.treeAllReducesFromRanks = kTcpTwoBlocksTreeAllReduceRanks;
   return pinned;
 }
 
@@ -540,6 +558,16 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
     return false;
   }
   if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {
+    return false;
+  }
+  if (coll == Collective::all_reduce && a != Algorithm::tree && link_.treeAllReducesFromRanks > 0 &&
+      n >= link_.treeAllReducesFromRanks && bytes >= link_.treeAllReducesFrom &&
+      bytes < link_.treeAllReducesBelow) {
+    return false;
+  }
+  if (coll == Collective::all_gather && link_.bruckAllGathersBelow > 0 && n > 2 &&
+      (a == Algorithm::doubling || a == Algorithm::ring) &&
+      (a == Algorithm::doubling) != (bytes < link_.bruckAllGathersBelow)) {
     return false;
   }
   return !(a == Algorithm::tree && coll == Collective::broadcast &&

@@ -76,6 +76,17 @@ struct LinkCost {
   // Tree scatters below this go down the binomial tree instead of the flat one: log2(n) sends
   // on the root, where each send costs more than its bytes (a socket's).
   size_t binomialScattersBelow = 0;
+  // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
+  // the ring from it, whatever the model says: the crossing measured there lies at the same
+  // size for n = 4, 6 and 8, where the model's moves with n.
+  size_t bruckAllGathersBelow = 0;
+  // All-reduces of `treeAllReducesFrom` up to below `treeAllReducesBelow` take the tree at n of
+  // `treeAllReducesFromRanks` or more, whatever the model says (tcp with ranks pinned in two
+  // blocks of CPUs: there the tree's subtrees run on both at once while the ring's steps and the
+  // doubling's whole-buffer exchanges wait for the ranks of each block in turn).
+  size_t treeAllReducesFrom = SIZE_MAX;
+  size_t treeAllReducesBelow = 0;
+  int treeAllReducesFromRanks = 0;
 };
 
 struct Choice {
@@ -124,7 +135,8 @@ class Tuner {
   // block of ranks (gyre-run --bind auto), not placed by the scheduler.
   static LinkCost pinnedInBlocks(LinkCost shared);
   // Over tcp on one host with the ranks pinned in two blocks of CPUs (n even, so the relay n/2
-  // after the root sits in the other block): small tree broadcasts alternate the two trees.
+  // after the root sits in the other block): small tree broadcasts alternate the two trees,
+  // and mid-sized all-reduces of four ranks or more a block take the tree.
   static LinkCost pinnedInTwoBlocksOverTcp(LinkCost pinned);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a

@@ -175,12 +175,22 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
     CHECK(tcpShared.choose(Collective::broadcast, 2 << 20, n).algorithm == Algorithm::ring);
   }
   CHECK(tcpShared.choose(Collective::broadcast, 8 << 20, 8).algorithm == Algorithm::tree);
-  // Bruck's all-gather up to about 128 KiB at n = 4 and 256 KiB at n = 8, the ring from 512 KiB.
-  CHECK(tcpShared.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
-  CHECK(tcpShared.choose(Collective::all_gather, 256 << 10, 8).algorithm == Algorithm::doubling);
-  for (int n : {4, 8}) {
-    CHECK(tcpShared.choose(Collective::all_gather, 512 << 10, n).algorithm == Algorithm::ring);
+  // Bruck's all-gather below 1 MiB at every n, the ring from there; with a core each the
+  // model's crossing, which moves with n.
+  for (int n : {3, 4, 6, 8}) {
+    CAPTURE(n);
+    for (size_t bytes : {size_t(64) << 10, size_t(512) << 10, (size_t(1) << 20) - 1}) {
+      CAPTURE(bytes);
+      CHECK(tcpShared.choose(Collective::all_gather, bytes, n).algorithm == Algorithm::doubling);
+    }
+    CHECK(tcpShared.choose(Collective::all_gather, 1 << 20, n).algorithm == Algorithm::ring);
+    CHECK(tcpShared.choose(Collective::all_gather, 16 << 20, n).algorithm == Algorithm::ring);
   }
+  CHECK(tcpRoomy.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
+  CHECK(tcpRoomy.choose(Collective::all_gather, 512 << 10, 4).algorithm == Algorithm::ring);
+  // Forced, Bruck still runs at any size.
+  const Tuner bruck(Tuner::tcpLoopback(1, false), "rd", kChunk, kSlot);
+  CHECK(bruck.choose(Collective::all_gather, 16 << 20, 4).algorithm == Algorithm::doubling);
   CHECK(tcpShared.choose(Collective::reduce, 8, 4).algorithm == Algorithm::tree);
   CHECK(tcpShared.choose(Collective::reduce, 32 << 10, 8).algorithm == Algorithm::tree);
   CHECK(tcpShared.choose(Collective::reduce, 128 << 10, 8).algorithm == Algorithm::tree);
@@ -246,6 +256,31 @@ TEST_CASE("pinned in two blocks over tcp: small tree broadcasts relay every othe
     CHECK_FALSE(blocks.relaysBroadcast(8, seq));
   }
   CHECK(twoBlocks.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::tree);
+}
+
+TEST_CASE("pinned in two blocks over tcp: mid-sized all-reduces of 8 ranks or more take the tree") {
+  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
+  const Tuner twoBlocks(Tuner::pinnedInTwoBlocksOverTcp(pinned), "", kChunk, kSlot);
+  const Tuner blocks(pinned, "", kChunk, kSlot);
+  for (int n : {8, 16}) {
+    CAPTURE(n);
+    for (size_t bytes : {size_t(64) << 10, size_t(256) << 10, (size_t(1) << 20) - 1}) {
+      CAPTURE(bytes);
+      CHECK(twoBlocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
+      CHECK(blocks.choose(Collective::all_reduce, bytes, n).algorithm != Algorithm::tree);
+    }
+    // The doubling below, the ring from 1 MiB, as elsewhere.
+    CHECK(twoBlocks.choose(Collective::all_reduce, 32 << 10, n).algorithm == Algorithm::doubling);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 1 << 20, n).algorithm == Algorithm::ring);
+  }
+  // Three ranks a block or fewer keep the model's choice; GYRE_ALGO still forces the ring.
+  for (int n : {4, 6}) {
+    CAPTURE(n);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 256 << 10, n).algorithm ==
+          blocks.choose(Collective::all_reduce, 256 << 10, n).algorithm);
+  }
+  const Tuner ring(Tuner::pinnedInTwoBlocksOverTcp(pinned), "ring", kChunk, kSlot);
+  CHECK(ring.choose(Collective::all_reduce, 256 << 10, 8).algorithm == Algorithm::ring);
 }
 
 TEST_CASE("ranks sharing cores: a window broadcast only where its payload fits the post's piece") {
