@@ -98,6 +98,13 @@ constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 // ring 1.08-1.26 times faster; docs/tuning.md). The model's crossing moves with n (116 KiB at
 // n = 4, 400 KiB at n = 8) and missed the rows between.
 constexpr size_t kTcpSharedCoresBruckAllGathersBelow = 1 << 20;
+// The reduce-scatter's doubling (an all-reduce of the whole buffer in one message) beat the
+// ring up to 63 KiB and lost from 64 KiB at n = 4, 6 and 8 (2026-12-03: 32 KiB 45-130 against
+// 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and 6; 64 KiB the ring 1.04-1.54
+// times faster), where a message outgrows one loopback segment (MTU 64 KiB); the model
+// crossed at 21 KiB (n = 4), 51 KiB (n = 8) and 9 KiB (n = 6, whose doubling folds two ranks
+// in and out).
+constexpr size_t kTcpSharedCoresDoublingReduceScattersBelow = 63 << 10;
 // n = 4 on 2 cores over tcp, pinned in blocks, the binomial tree against it alternated with the
 // relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
@@ -209,6 +216,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.treeReduceRootPerChild = true;
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
     cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
+    cost.doublingReduceScattersBelow = kTcpSharedCoresDoublingReduceScattersBelow;
   }
   return cost;
 }
@@ -563,6 +571,11 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   if (coll == Collective::all_reduce && a != Algorithm::tree && link_.treeAllReducesFromRanks > 0 &&
       n >= link_.treeAllReducesFromRanks && bytes >= link_.treeAllReducesFrom &&
       bytes < link_.treeAllReducesBelow) {
+    return false;
+  }
+  if (coll == Collective::reduce_scatter && link_.doublingReduceScattersBelow > 0 && n >= 4 &&
+      (a == Algorithm::doubling || a == Algorithm::ring) &&
+      (a == Algorithm::doubling) != (bytes < link_.doublingReduceScattersBelow)) {
     return false;
   }
   if (coll == Collective::all_gather && link_.bruckAllGathersBelow > 0 && n > 2 &&

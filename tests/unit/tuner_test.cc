@@ -188,6 +188,17 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
   }
   CHECK(tcpRoomy.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
   CHECK(tcpRoomy.choose(Collective::all_gather, 512 << 10, 4).algorithm == Algorithm::ring);
+  // The reduce-scatter's doubling below 63 KiB from n = 4, the ring from there.
+  for (int n : {4, 6, 8}) {
+    CAPTURE(n);
+    for (size_t bytes : {size_t(8), size_t(16) << 10, (size_t(63) << 10) - 1}) {
+      CAPTURE(bytes);
+      CHECK(tcpShared.choose(Collective::reduce_scatter, bytes, n).algorithm ==
+            Algorithm::doubling);
+    }
+    CHECK(tcpShared.choose(Collective::reduce_scatter, 63 << 10, n).algorithm == Algorithm::ring);
+  }
+  CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
   // Forced, Bruck still runs at any size.
   const Tuner bruck(Tuner::tcpLoopback(1, false), "rd", kChunk, kSlot);
   CHECK(bruck.choose(Collective::all_gather, 16 << 20, 4).algorithm == Algorithm::doubling);
