@@ -98,6 +98,12 @@ constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 // ring 1.08-1.26 times faster; docs/tuning.md). The model's crossing moves with n (116 KiB at
 // n = 4, 400 KiB at n = 8) and missed the rows between.
 constexpr size_t kTcpSharedCoresBruckAllGathersBelow = 1 << 20;
+// The all-reduce's doubling beat the ring and the tree up to 128 KiB at n = 3, 4, 5 and 6 (32
+// KiB: 25-87 against the ring's 55-212 us; 128 KiB at n = 5: 199 against 225-250); at 160 KiB
+// it was level with the ring at n = 4-6 and 1.15 times slower at n = 3, and from 192 or 256 KiB
+// the ring was ahead. The model crossed at 15 KiB (n = 3), 44 (n = 5), 67 (n = 6), 155 (n = 4)
+// and 208 (n = 8) (2026-12-03, docs/tuning.md).
+constexpr size_t kTcpSharedCoresDoublingAllReducesBelow = 160 << 10;
 // The reduce-scatter's doubling (an all-reduce of the whole buffer in one message) beat the
 // ring up to 63 KiB and lost from 64 KiB at n = 4, 6 and 8 (2026-12-03: 32 KiB 45-130 against
 // 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and 6; 64 KiB the ring 1.04-1.54
@@ -216,6 +222,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.treeReduceRootPerChild = true;
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
     cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
+    cost.doublingAllReducesBelow = kTcpSharedCoresDoublingAllReducesBelow;
     cost.doublingReduceScattersBelow = kTcpSharedCoresDoublingReduceScattersBelow;
   }
   return cost;
@@ -568,10 +575,17 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {
     return false;
   }
-  if (coll == Collective::all_reduce && a != Algorithm::tree && link_.treeAllReducesFromRanks > 0 &&
-      n >= link_.treeAllReducesFromRanks && bytes >= link_.treeAllReducesFrom &&
-      bytes < link_.treeAllReducesBelow) {
-    return false;
+  const bool linkAlgorithm =
+      a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::doubling;
+  if (coll == Collective::all_reduce && linkAlgorithm) {
+    if (link_.treeAllReducesFromRanks > 0 && n >= link_.treeAllReducesFromRanks &&
+        bytes >= link_.treeAllReducesFrom && bytes < link_.treeAllReducesBelow) {
+      return a == Algorithm::tree;
+    }
+    if (link_.doublingAllReducesBelow > 0 && n > 2 &&
+        (a == Algorithm::doubling) != (bytes < link_.doublingAllReducesBelow)) {
+      return false;
+    }
   }
   if (coll == Collective::reduce_scatter && link_.doublingReduceScattersBelow > 0 && n >= 4 &&
       (a == Algorithm::doubling || a == Algorithm::ring) &&

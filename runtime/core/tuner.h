@@ -80,8 +80,11 @@ struct LinkCost {
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.
   size_t bruckAllGathersBelow = 0;
-  // Likewise reduce-scatters of n >= 4 take recursive doubling below this, the ring from it.
+  // Likewise reduce-scatters of n >= 4 take recursive doubling below this, the ring from it,
+  // and all-reduces of n > 2 the doubling below `doublingAllReducesBelow`, the ring or the
+  // tree (the model's choice of the two) from it.
   size_t doublingReduceScattersBelow = 0;
+  size_t doublingAllReducesBelow = 0;
   // All-reduces of `treeAllReducesFrom` up to below `treeAllReducesBelow` take the tree at n of
   // `treeAllReducesFromRanks` or more, whatever the model says (tcp with ranks pinned in two
   // blocks of CPUs: there the tree's subtrees run on both at once while the ring's steps and the

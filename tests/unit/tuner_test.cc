@@ -199,6 +199,15 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
     CHECK(tcpShared.choose(Collective::reduce_scatter, 63 << 10, n).algorithm == Algorithm::ring);
   }
   CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
+  // The all-reduce's doubling below 160 KiB from n = 3, the ring from there.
+  for (int n : {3, 4, 5, 6, 8}) {
+    CAPTURE(n);
+    for (size_t bytes : {size_t(8), size_t(64) << 10, (size_t(160) << 10) - 1}) {
+      CAPTURE(bytes);
+      CHECK(tcpShared.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::doubling);
+    }
+    CHECK(tcpShared.choose(Collective::all_reduce, 160 << 10, n).algorithm == Algorithm::ring);
+  }
   // Forced, Bruck still runs at any size.
   const Tuner bruck(Tuner::tcpLoopback(1, false), "rd", kChunk, kSlot);
   CHECK(bruck.choose(Collective::all_gather, 16 << 20, 4).algorithm == Algorithm::doubling);
