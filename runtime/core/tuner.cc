@@ -115,14 +115,17 @@ constexpr size_t kTcpSharedCoresDoublingReduceScattersBelow = 63 << 10;
 // relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
 constexpr size_t kTcpTwoBlocksRelayedBroadcastBelow = 8 << 10;
-// Pinned there at n = 8, the tree all-reduce beat the doubling at 64 and 128 KiB (205-231 against
-// 244-419 us) and the ring at 256 and 512 KiB (511-922 against 582-990), and lost to the doubling
-// at 32 KiB and to the ring from 1 MiB (1.10-1.18 times), in two runs (2026-12-03, unpaced BBR);
-// at n = 6 (three ranks a block) and floating at n = 8 it was never ahead by more than the
-// spread (docs/tuning.md).
-constexpr size_t kTcpTwoBlocksTreeAllReduceFrom = 64 << 10;
+// Where ranks share cores over tcp, at n = 8 the tree all-reduce beat the doubling and the ring
+// from 64 to 256 KiB in most runs, floating (256 KiB: 530-576 against the ring's 595-618) and
+// pinned in two blocks (64 KiB: 184-205 against the doubling's 244-258 us; 128 KiB: 325-342
+// against 380-419), and lost to the doubling at 32 KiB and to the ring from 1 MiB (1.09-1.18
+// times). At 512 KiB it led pinned (864-922 against 970-1040) but not floating (1.07-1.14 times
+// the ring's time). At n = 6 (three ranks a CPU) it was never ahead (2026-12-03, unpaced BBR;
+// docs/tuning.md).
+constexpr size_t kTcpSharedCoresTreeAllReduceFrom = 64 << 10;
+constexpr size_t kTcpSharedCoresTreeAllReduceBelow = 512 << 10;
 constexpr size_t kTcpTwoBlocksTreeAllReduceBelow = 1 << 20;
-constexpr int kTcpTwoBlocksTreeAllReduceRanks = 8;
+constexpr int kTcpSharedCoresTreeAllReduceRanks = 8;
 constexpr double kShmExtraPassBytes = 2.0;
 // Between hosts: a hop through two kernels and a switch (docs/tuning.md).
 constexpr double kNetAlphaUs = 15.0;
@@ -223,6 +226,9 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
     cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
     cost.doublingAllReducesBelow = kTcpSharedCoresDoublingAllReducesBelow;
+    cost.treeAllReducesFrom = kTcpSharedCoresTreeAllReduceFrom;
+    cost.treeAllReducesBelow = kTcpSharedCoresTreeAllReduceBelow;
+    cost.treeAllReducesFromRanks = kTcpSharedCoresTreeAllReduceRanks;
     cost.doublingReduceScattersBelow = kTcpSharedCoresDoublingReduceScattersBelow;
   }
   return cost;
@@ -313,9 +319,7 @@ LinkCost Tuner::pinnedInBlocks(LinkCost shared) {
 
 LinkCost Tuner::pinnedInTwoBlocksOverTcp(LinkCost pinned) {
   pinned.relayedBroadcastsBelow = kTcpTwoBlocksRelayedBroadcastBelow;
-  pinned.treeAllReducesFrom = kTcpTwoBlocksTreeAllReduceFrom;
   pinned.treeAllReducesBelow = kTcpTwoBlocksTreeAllReduceBelow;
-  pinned.treeAllReducesFromRanks = kTcpTwoBlocksTreeAllReduceRanks;
   return pinned;
 }
 

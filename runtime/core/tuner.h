@@ -86,9 +86,9 @@ struct LinkCost {
   size_t doublingReduceScattersBelow = 0;
   size_t doublingAllReducesBelow = 0;
   // All-reduces of `treeAllReducesFrom` up to below `treeAllReducesBelow` take the tree at n of
-  // `treeAllReducesFromRanks` or more, whatever the model says (tcp with ranks pinned in two
-  // blocks of CPUs: there the tree's subtrees run on both at once while the ring's steps and the
-  // doubling's whole-buffer exchanges wait for the ranks of each block in turn).
+  // `treeAllReducesFromRanks` or more, whatever the model says (tcp where ranks share cores,
+  // measured with 8 on 2: the ring's steps and the doubling's whole-buffer exchanges wait for
+  // the ranks of a core in turn, where a tree's subtrees run on every core at once).
   size_t treeAllReducesFrom = SIZE_MAX;
   size_t treeAllReducesBelow = 0;
   int treeAllReducesFromRanks = 0;
@@ -141,7 +141,7 @@ class Tuner {
   static LinkCost pinnedInBlocks(LinkCost shared);
   // Over tcp on one host with the ranks pinned in two blocks of CPUs (n even, so the relay n/2
   // after the root sits in the other block): small tree broadcasts alternate the two trees,
-  // and mid-sized all-reduces of four ranks or more a block take the tree.
+  // and the tree's all-reduces reach 1 MiB.
   static LinkCost pinnedInTwoBlocksOverTcp(LinkCost pinned);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a

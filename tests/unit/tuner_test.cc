@@ -199,8 +199,9 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
     CHECK(tcpShared.choose(Collective::reduce_scatter, 63 << 10, n).algorithm == Algorithm::ring);
   }
   CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
-  // The all-reduce's doubling below 160 KiB from n = 3, the ring from there.
-  for (int n : {3, 4, 5, 6, 8}) {
+  // The all-reduce's doubling below 160 KiB from n = 3, the ring from there (at 8 ranks or more
+  // the tree takes 64-512 KiB: below).
+  for (int n : {3, 4, 5, 6}) {
     CAPTURE(n);
     for (size_t bytes : {size_t(8), size_t(64) << 10, (size_t(160) << 10) - 1}) {
       CAPTURE(bytes);
@@ -278,27 +279,39 @@ TEST_CASE("pinned in two blocks over tcp: small tree broadcasts relay every othe
   CHECK(twoBlocks.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::tree);
 }
 
-TEST_CASE("pinned in two blocks over tcp: mid-sized all-reduces of 8 ranks or more take the tree") {
-  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
+TEST_CASE("ranks sharing cores over tcp: mid-sized all-reduces of 8 ranks or more take the tree") {
+  const LinkCost floating = Tuner::tcpLoopback(1, false);
+  const LinkCost pinned = Tuner::pinnedInBlocks(floating);
   const Tuner twoBlocks(Tuner::pinnedInTwoBlocksOverTcp(pinned), "", kChunk, kSlot);
   const Tuner blocks(pinned, "", kChunk, kSlot);
+  const Tuner unpinned(floating, "", kChunk, kSlot);
   for (int n : {8, 16}) {
     CAPTURE(n);
-    for (size_t bytes : {size_t(64) << 10, size_t(256) << 10, (size_t(1) << 20) - 1}) {
+    for (size_t bytes : {size_t(64) << 10, size_t(256) << 10, (size_t(512) << 10) - 1}) {
       CAPTURE(bytes);
       CHECK(twoBlocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
-      CHECK(blocks.choose(Collective::all_reduce, bytes, n).algorithm != Algorithm::tree);
+      CHECK(blocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
+      CHECK(unpinned.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
+    }
+    // Pinned in two blocks up to 1 MiB; elsewhere the ring from 512 KiB.
+    for (size_t bytes : {size_t(512) << 10, (size_t(1) << 20) - 1}) {
+      CAPTURE(bytes);
+      CHECK(twoBlocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
+      CHECK(unpinned.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::ring);
     }
     // The doubling below, the ring from 1 MiB, as elsewhere.
     CHECK(twoBlocks.choose(Collective::all_reduce, 32 << 10, n).algorithm == Algorithm::doubling);
     CHECK(twoBlocks.choose(Collective::all_reduce, 1 << 20, n).algorithm == Algorithm::ring);
   }
-  // Three ranks a block or fewer keep the model's choice; GYRE_ALGO still forces the ring.
+  // Fewer ranks keep the doubling and the ring; with a core each the model decides; GYRE_ALGO
+  // still forces the ring.
   for (int n : {4, 6}) {
     CAPTURE(n);
-    CHECK(twoBlocks.choose(Collective::all_reduce, 256 << 10, n).algorithm ==
-          blocks.choose(Collective::all_reduce, 256 << 10, n).algorithm);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 64 << 10, n).algorithm == Algorithm::doubling);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 256 << 10, n).algorithm == Algorithm::ring);
   }
+  const Tuner roomy(Tuner::tcpLoopback(1, true), "", kChunk, kSlot);
+  CHECK(roomy.choose(Collective::all_reduce, 256 << 10, 8).algorithm != Algorithm::tree);
   const Tuner ring(Tuner::pinnedInTwoBlocksOverTcp(pinned), "ring", kChunk, kSlot);
   CHECK(ring.choose(Collective::all_reduce, 256 << 10, 8).algorithm == Algorithm::ring);
 }
