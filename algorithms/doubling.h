@@ -60,6 +60,40 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
+// Recursive halving for a power-of-two n: out[rank*count + i] = op over ranks of
+// send[rank*count + i], the other blocks of `out` left as scratch. At distance n/2, n/4, ...,
+// 1 a rank keeps the half of its current run of blocks that holds its own block and sends its
+// partner (rank ^ distance) the other half, reducing what comes back into its own: log2(n)
+// steps moving (n - 1)/n of the buffer, the ring's bytes in the doubling's steps. Pieces stream
+// as in doublingAllReduce.
+template <class Prims>
+GYRE_HD void halvingReduceScatter(Prims& p, int rank, int n, size_t count, size_t chunkElems,
+                                  int ahead) {
+  if (n == 1) {
+    p.localCopy(0, 0, count);
+    return;
+  }
+  bool first = true;
+  for (int dist = n / 2; dist >= 1; dist /= 2) {
+    const int partner = rank ^ dist;
+    const int base = rank & ~(2 * dist - 1);
+    const size_t keep = size_t((rank & dist) ? base + dist : base) * count;
+    const size_t give = size_t((rank & dist) ? base : base + dist) * count;
+    const size_t elems = size_t(dist) * count;
+    p.setPeers(&partner, 1, &partner, 1);
+    const size_t pieces = divUp(elems, chunkElems);
+    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
+      if (k < pieces) p.send(give + k * chunkElems, min_(chunkElems, elems - k * chunkElems));
+      if (k >= size_t(ahead)) {
+        const size_t j = k - size_t(ahead), at = keep + j * chunkElems;
+        p.recvReduceCopy(at, at, min_(chunkElems, elems - j * chunkElems), dist == 1);
+      }
+    }
+    if (first) p.useOutputAsInput();
+    first = false;
+  }
+}
+
 // The blocks start, start+1, ... start+blocks-1 (mod n) of an all-gather's output as at most
 // two contiguous runs (the second where they wrap past rank n-1), each cut into pieces of at
 // most `chunkElems`. Sender and receiver of a Bruck step name the same blocks, so they cut

@@ -143,8 +143,14 @@ void Communicator::Impl::reduceScatterByDoubling(const OpContext& ctx, const Col
   const int n = config.nranks;
   const size_t total = size_t(plan.count) * size_t(n);
   wholeBuffer.resize(total * es);
+  const bool pow2 = (n & (n - 1)) == 0;
   execute(ctx, send, wholeBuffer.data(), [&](auto& p) {
-    algo::doublingAllReduce(p, config.rank, n, total, size_t(plan.slotElems), plan.ahead);
+    if (pow2) {
+      algo::halvingReduceScatter(p, config.rank, n, size_t(plan.count), size_t(plan.slotElems),
+                                 plan.ahead);
+    } else {
+      algo::doublingAllReduce(p, config.rank, n, total, size_t(plan.slotElems), plan.ahead);
+    }
   });
   if (plan.count > 0) {
     copyBytes(recv, wholeBuffer.data() + size_t(config.rank) * size_t(plan.count) * es,

@@ -104,13 +104,21 @@ constexpr size_t kTcpSharedCoresBruckAllGathersBelow = 1 << 20;
 // the ring was ahead. The model crossed at 15 KiB (n = 3), 44 (n = 5), 67 (n = 6), 155 (n = 4)
 // and 208 (n = 8) (2026-12-03, docs/tuning.md).
 constexpr size_t kTcpSharedCoresDoublingAllReducesBelow = 160 << 10;
-// The reduce-scatter's doubling (an all-reduce of the whole buffer in one message) beat the
-// ring up to 63 KiB and lost from 64 KiB at n = 4, 6 and 8 (2026-12-03: 32 KiB 45-130 against
-// 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and 6; 64 KiB the ring 1.04-1.54
-// times faster), where a message outgrows one loopback segment (MTU 64 KiB); the model
-// crossed at 21 KiB (n = 4), 51 KiB (n = 8) and 9 KiB (n = 6, whose doubling folds two ranks
-// in and out).
+// The reduce-scatter's whole-buffer doubling (non-power-of-two n; an all-reduce of the whole
+// buffer in one message) beat the ring up to 63 KiB and lost from 64 KiB at n = 4, 6 and 8
+// (2026-12-03: 32 KiB 45-130 against 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and
+// 6; 64 KiB the ring 1.04-1.54 times faster), where a message outgrows one loopback segment (MTU 64
+// KiB); the model crossed at 21 KiB (n = 4), 51 KiB (n = 8) and 9 KiB (n = 6, whose doubling folds
+// two ranks in and out).
 constexpr size_t kTcpSharedCoresDoublingReduceScattersBelow = 63 << 10;
+// The recursive halving (power-of-two n) beat the ring from 64 B to 512 KiB at n = 4 and 8 on
+// 2 cores (64 B: 24 against 40 us at n = 4, 74 against 185 at n = 8; 256 KiB 83 and 223
+// against 98 and 339), was level at 768 KiB-1 MiB, and took 1.08-1.19 times the ring's time
+// from 1.1 MiB (2026-12-03). There the same bound for both n; where ranks have cores (and
+// between hosts, unmeasured) its pieces are priced at 1.1 times the ring's bytes, which puts
+// the crossing near 470 KiB at n = 4 and 1.6 MiB at n = 8.
+constexpr size_t kTcpSharedCoresHalvingReduceScattersBelow = 1 << 20;
+constexpr double kTcpHalvingPassBytes = 1.1;
 // n = 4 on 2 cores over tcp, pinned in blocks, the binomial tree against it alternated with the
 // relayed tree call by call: 8 B 7.7-10.0 µs against 6.4-7.6, 4 KiB 9.9-10.5 against 9.2-9.8,
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
@@ -220,6 +228,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
                 kTcpWholeBufferStep, kTcpExtraPassBytes,
                 kTcpBruckPassBytes,  std::clamp(coresPerRank, 1, kMaxAutoChannels)};
   cost.binomialScattersBelow = kTcpBinomialScattersBelow;
+  cost.halvingPassBytes = kTcpHalvingPassBytes;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
@@ -230,6 +239,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.treeAllReducesBelow = kTcpSharedCoresTreeAllReduceBelow;
     cost.treeAllReducesFromRanks = kTcpSharedCoresTreeAllReduceRanks;
     cost.doublingReduceScattersBelow = kTcpSharedCoresDoublingReduceScattersBelow;
+    cost.halvingReduceScattersBelow = kTcpSharedCoresHalvingReduceScattersBelow;
   }
   return cost;
 }
@@ -240,6 +250,7 @@ LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
                 kTcpWholeBufferStep, kTcpExtraPassBytes,
                 kTcpExtraPassBytes,  std::clamp(coresPerRank, 1, kMaxAutoChannels)};
   cost.treeBroadcastRootPerChild = cost.treeReduceRootPerChild = true;  // one egress link
+  cost.halvingPassBytes = kTcpHalvingPassBytes;
   return cost;
 }
 
@@ -506,9 +517,14 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     }
     case Collective::reduce_scatter:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
-      // An all-reduce of the whole buffer, of which each rank keeps its block: log2(n) steps
-      // against the ring's n - 1, each moving the whole buffer (a small copy aside).
-      if (a == Algorithm::doubling) return predictUs(a, Collective::all_reduce, bytes, n);
+      // Recursive halving where n is a power of two: log2(n) steps with the ring's bytes.
+      // Otherwise an all-reduce of the whole buffer, of which each rank keeps its block:
+      // log2(n) steps (and two folding) against the ring's n - 1, each moving the whole buffer.
+      if (a == Algorithm::doubling && (n & (n - 1)) == 0 && link_.halvingPassBytes > 0) {
+        steps = lg, factor = link_.halvingPassBytes * (nn - 1) / nn;
+      } else if (a == Algorithm::doubling) {
+        return predictUs(a, Collective::all_reduce, bytes, n);
+      }
       break;
     case Collective::gather:
     case Collective::scatter:
@@ -591,10 +607,11 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
       return false;
     }
   }
-  if (coll == Collective::reduce_scatter && link_.doublingReduceScattersBelow > 0 && n >= 4 &&
-      (a == Algorithm::doubling || a == Algorithm::ring) &&
-      (a == Algorithm::doubling) != (bytes < link_.doublingReduceScattersBelow)) {
-    return false;
+  if (coll == Collective::reduce_scatter && n >= 4 &&
+      (a == Algorithm::doubling || a == Algorithm::ring)) {
+    const size_t below =
+        (n & (n - 1)) == 0 ? link_.halvingReduceScattersBelow : link_.doublingReduceScattersBelow;
+    if (below > 0 && (a == Algorithm::doubling) != (bytes < below)) return false;
   }
   if (coll == Collective::all_gather && link_.bruckAllGathersBelow > 0 && n > 2 &&
       (a == Algorithm::doubling || a == Algorithm::ring) &&

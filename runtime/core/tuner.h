@@ -80,11 +80,17 @@ struct LinkCost {
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.
   size_t bruckAllGathersBelow = 0;
-  // Likewise reduce-scatters of n >= 4 take recursive doubling below this, the ring from it,
-  // and all-reduces of n > 2 the doubling below `doublingAllReducesBelow`, the ring or the
-  // tree (the model's choice of the two) from it.
+  // Likewise reduce-scatters take `rd` (recursive halving for a power-of-two n, else the
+  // whole buffer all-reduced by doubling, from n = 4) below these, the ring from them, and
+  // all-reduces of n > 2 the doubling below `doublingAllReducesBelow`, the ring or the tree
+  // (the model's choice of the two) from it.
+  size_t halvingReduceScattersBelow = 0;
   size_t doublingReduceScattersBelow = 0;
   size_t doublingAllReducesBelow = 0;
+  // Bytes of the reduce-scatter's recursive halving relative to the ring's (its log2(n) steps
+  // move the ring's bytes, in pieces that halve); 0 where it is priced as the whole-buffer
+  // doubling instead (shared memory, where it never led the ring outside the window's sizes).
+  double halvingPassBytes = 0;
   // All-reduces of `treeAllReducesFrom` up to below `treeAllReducesBelow` take the tree at n of
   // `treeAllReducesFromRanks` or more, whatever the model says (tcp where ranks share cores,
   // measured with 8 on 2: the ring's steps and the doubling's whole-buffer exchanges wait for

@@ -371,6 +371,7 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
   for (int n : {5, 7}) {
     for (const char* algorithm : {"ring", "tree", "rd"}) runMatrix(n, algorithm, 0, "auto", 2);
   }
+  runMatrix(8, "rd", 0, "auto", 2);  // the reduce-scatter's recursive halving
 }
 // Every collective the host window runs goes through it where its post fits (64 KiB); the
 // larger calls, and the collectives it lacks, interleave through the links.

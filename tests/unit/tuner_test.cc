@@ -188,16 +188,21 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
   }
   CHECK(tcpRoomy.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
   CHECK(tcpRoomy.choose(Collective::all_gather, 512 << 10, 4).algorithm == Algorithm::ring);
-  // The reduce-scatter's doubling below 63 KiB from n = 4, the ring from there.
+  // The reduce-scatter's rd from n = 4: the halving below 1 MiB where n is a power of two,
+  // the whole-buffer doubling below 63 KiB elsewhere; the ring from there.
   for (int n : {4, 6, 8}) {
     CAPTURE(n);
-    for (size_t bytes : {size_t(8), size_t(16) << 10, (size_t(63) << 10) - 1}) {
+    const size_t below = n == 6 ? size_t(63) << 10 : size_t(1) << 20;
+    for (size_t bytes : {size_t(8), size_t(16) << 10, below - 1}) {
       CAPTURE(bytes);
       CHECK(tcpShared.choose(Collective::reduce_scatter, bytes, n).algorithm ==
             Algorithm::doubling);
     }
-    CHECK(tcpShared.choose(Collective::reduce_scatter, 63 << 10, n).algorithm == Algorithm::ring);
+    CHECK(tcpShared.choose(Collective::reduce_scatter, below, n).algorithm == Algorithm::ring);
   }
+  // Priced as halving: at n = 8 the whole-buffer doubling would cost three buffers.
+  CHECK(tcpShared.predictUs(Algorithm::doubling, Collective::reduce_scatter, 1 << 20, 8) <
+        tcpShared.predictUs(Algorithm::doubling, Collective::all_reduce, 1 << 20, 8));
   CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
   // The all-reduce's doubling below 160 KiB from n = 3, the ring from there (at 8 ranks or more
   // the tree takes 64-512 KiB: below).
