@@ -43,6 +43,9 @@ struct CollectivePlan {
   bool relayed = false;
   // A tree scatter down the binomial tree (tree.h: binomialScatter), else the flat one.
   bool binomial = false;
+  // An all-reduce by doubling halves, then doubles (doubling.h: halvingDoublingAllReduce) where
+  // n is a power of two, else moves the whole buffer at each step.
+  bool halving = false;
 };
 
 // Whether the plan splits its elements over channels (the rings of all-reduce, all-gather,
@@ -96,6 +99,9 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
   switch (plan.coll) {
     case Collective::all_reduce:
       if (plan.algorithm == Algorithm::tree) return a::doubleTreeAllReduce(p, rank, n, part, chunk);
+      if (plan.algorithm == Algorithm::doubling && plan.halving && (n & (n - 1)) == 0) {
+        return a::halvingDoublingAllReduce(p, rank, n, part, slot, plan.ahead);
+      }
       if (plan.algorithm == Algorithm::doubling) {
         return a::doublingAllReduce(p, rank, n, part, slot, plan.ahead);
       }

@@ -5,6 +5,8 @@
 // a round before either receives it.
 #pragma once
 
+#include <cstdint>
+
 #include "algorithms/common.h"
 
 namespace gyre::algo {
@@ -91,6 +93,56 @@ GYRE_HD void halvingReduceScatter(Prims& p, int rank, int n, size_t count, size_
     }
     if (first) p.useOutputAsInput();
     first = false;
+  }
+}
+
+// recv[i] = op over ranks of send[i] for a power-of-two n by halving, then doubling
+// (Rabenseifner): the reduce-scatter of halvingReduceScatter over n blocks of `count` (block b
+// starts at b*count/n), which leaves each rank its block reduced, then an all-gather that
+// doubles each rank's run of blocks at distance 1, 2, ..., n/2. 2 log2(n) steps carrying the
+// ring's bytes, where doublingAllReduce moves the whole buffer at each of its log2(n).
+template <class Prims>
+GYRE_HD void halvingDoublingAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems,
+                                      int ahead) {
+  if (n == 1 || count == 0) {
+    if (count > 0) p.localCopy(0, 0, count);
+    return;
+  }
+  const auto start = [&](int block) { return size_t(uint64_t(count) * uint64_t(block) / n); };
+  // Sends the run of blocks [giveLo, giveHi) and takes [takeLo, takeHi), both cut into pieces
+  // of `chunkElems` from their start, as the partner cuts them: reduced into the output while
+  // halving, copied there while doubling.
+  const auto exchange = [&](int giveLo, int giveHi, int takeLo, int takeHi, bool reduce,
+                            bool final) {
+    const size_t give = start(giveLo), giveElems = start(giveHi) - give;
+    const size_t take = start(takeLo), takeElems = start(takeHi) - take;
+    const size_t sends = divUp(giveElems, chunkElems), recvs = divUp(takeElems, chunkElems);
+    for (size_t k = 0; k < (sends > recvs ? sends : recvs) + size_t(ahead); ++k) {
+      if (k < sends) {
+        p.send(give + k * chunkElems, min_(chunkElems, giveElems - k * chunkElems));
+      }
+      if (k >= size_t(ahead) && k - size_t(ahead) < recvs) {
+        const size_t j = k - size_t(ahead), at = take + j * chunkElems;
+        const size_t len = min_(chunkElems, takeElems - j * chunkElems);
+        if (reduce) {
+          p.recvReduceCopy(at, at, len, final);
+        } else {
+          p.recv(at, len);
+        }
+      }
+    }
+  };
+  for (int dist = n / 2; dist >= 1; dist /= 2) {
+    const int partner = rank ^ dist, base = rank & ~(2 * dist - 1);
+    const int mine = (rank & dist) ? base + dist : base, other = (rank & dist) ? base : base + dist;
+    p.setPeers(&partner, 1, &partner, 1);
+    exchange(other, other + dist, mine, mine + dist, true, dist == 1);
+    if (dist == n / 2) p.useOutputAsInput();
+  }
+  for (int dist = 1; dist < n; dist *= 2) {
+    const int partner = rank ^ dist, mine = rank & ~(dist - 1), other = mine ^ dist;
+    p.setPeers(&partner, 1, &partner, 1);
+    exchange(mine, mine + dist, other, other + dist, false, false);
   }
 }
 

@@ -34,6 +34,7 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   plan.ahead = int(std::max<uint32_t>(1, shape.nSlots / 2) - 1);
   plan.relayed = tree && coll == Collective::broadcast && shape.relayed;
   plan.binomial = tree && coll == Collective::scatter && shape.binomial;
+  plan.halving = doubling && coll == Collective::all_reduce && shape.halving;
   if (hierarchical) {
     plan.hosts = shape.hosts;
     plan.localRanks = shape.localRanks;

@@ -22,6 +22,8 @@ struct PlanShape {
   bool relayed = false;
   // A tree scatter takes the binomial tree (CollectivePlan::binomial).
   bool binomial = false;
+  // An all-reduce by doubling halves, then doubles (CollectivePlan::halving).
+  bool halving = false;
 };
 
 // `algorithm` is the tuner's choice (or a fixed one); collectives with one algorithm ignore it.

@@ -104,6 +104,13 @@ constexpr size_t kTcpSharedCoresBruckAllGathersBelow = 1 << 20;
 // the ring was ahead. The model crossed at 15 KiB (n = 3), 44 (n = 5), 67 (n = 6), 155 (n = 4)
 // and 208 (n = 8) (2026-12-03, docs/tuning.md).
 constexpr size_t kTcpSharedCoresDoublingAllReducesBelow = 160 << 10;
+// From there halving, then doubling (Rabenseifner; power-of-two n) led the ring and the tree up
+// to 2 MiB at n = 4, bound or floating (256 KiB: 154-165 against 195-203 us; 1 MiB 513-594
+// against the ring's 516-754) and at n = 8 floating from 256 KiB (512 KiB: 856 against the
+// tree's 1059), and was level with the ring at 4 MiB, in one process with the others; at n = 8
+// pinned in two blocks the tree kept ahead of it to 512 KiB (1.03-1.22), where the tree's band
+// takes precedence (2026-12-03).
+constexpr size_t kTcpSharedCoresHalvingAllReducesBelow = 2 << 20;
 // The reduce-scatter's whole-buffer doubling (non-power-of-two n; an all-reduce of the whole
 // buffer in one message) beat the ring up to 63 KiB and lost from 64 KiB at n = 4, 6 and 8
 // (2026-12-03: 32 KiB 45-130 against 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and
@@ -124,14 +131,13 @@ constexpr double kTcpHalvingPassBytes = 1.1;
 // 8 KiB 10.4-10.8 against 11.0-11.3, 16 KiB 11.7-11.8 against 14.5-15.0 (docs/perf/small_calls.md).
 constexpr size_t kTcpTwoBlocksRelayedBroadcastBelow = 8 << 10;
 // Where ranks share cores over tcp, at n = 8 the tree all-reduce beat the doubling and the ring
-// from 64 to 256 KiB in most runs, floating (256 KiB: 530-576 against the ring's 595-618) and
-// pinned in two blocks (64 KiB: 184-205 against the doubling's 244-258 us; 128 KiB: 325-342
-// against 380-419), and lost to the doubling at 32 KiB and to the ring from 1 MiB (1.09-1.18
-// times). At 512 KiB it led pinned (864-922 against 970-1040) but not floating (1.07-1.14 times
-// the ring's time). At n = 6 (three ranks a CPU) it was never ahead (2026-12-03, unpaced BBR;
-// docs/tuning.md).
+// at 64 and 128 KiB, floating (the whole-buffer doubling 1.03-1.11 times its time) and pinned in
+// two blocks (64 KiB: 166-205 against the doubling's 206-258 us), and pinned up to 512 KiB
+// (512 KiB: 797-922 against the ring's 970-1040, the halving's 862). Floating, halving then
+// doubling led from 256 KiB (above); pinned, the ring from 1 MiB. At n = 6 (three ranks a CPU)
+// the tree was never ahead (2026-12-03, unpaced BBR; docs/tuning.md).
 constexpr size_t kTcpSharedCoresTreeAllReduceFrom = 64 << 10;
-constexpr size_t kTcpSharedCoresTreeAllReduceBelow = 512 << 10;
+constexpr size_t kTcpSharedCoresTreeAllReduceBelow = 128 << 10;
 constexpr size_t kTcpTwoBlocksTreeAllReduceBelow = 1 << 20;
 constexpr int kTcpSharedCoresTreeAllReduceRanks = 8;
 constexpr double kShmExtraPassBytes = 2.0;
@@ -235,6 +241,7 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
     cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
     cost.doublingAllReducesBelow = kTcpSharedCoresDoublingAllReducesBelow;
+    cost.halvingAllReducesBelow = kTcpSharedCoresHalvingAllReducesBelow;
     cost.treeAllReducesFrom = kTcpSharedCoresTreeAllReduceFrom;
     cost.treeAllReducesBelow = kTcpSharedCoresTreeAllReduceBelow;
     cost.treeAllReducesFromRanks = kTcpSharedCoresTreeAllReduceRanks;
@@ -486,6 +493,9 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         // crossover with the ring at n = 2 and 4 lies between 32 and 256 KiB; over shared
         // memory at n = 2 the doubling is as fast as the ring or faster up to 64 MiB).
         factor = link_.wholeBufferStep * (levels + (pow2 ? 0 : 2));
+        // Halving, then doubling: twice the steps, the ring's bytes; the cheaper of the two
+        // (halvesAllReduce).
+        if (halvesAllReduce(bytes, n)) steps = 2 * lg, factor = halvingAllReduceBytes(n);
       }
       break;
     case Collective::all_gather:
@@ -567,6 +577,18 @@ constexpr Algorithm kAll[] = {
 // block) took twice the chain's time (n = 4 and 8 on 2 cores), and such gathers and scatters
 // twice the flat tree's. The tuner leaves those to the links there (GYRE_ALGO still forces a
 // reduce, gather or scatter; docs/tuning.md).
+double Tuner::halvingAllReduceBytes(int n) const {
+  return link_.halvingPassBytes * 2 * double(n - 1) / n;
+}
+
+bool Tuner::halvesAllReduce(size_t bytes, int n) const {
+  if ((n & (n - 1)) != 0 || n < 4 || link_.halvingPassBytes <= 0) return false;
+  const double lg = std::log2(double(n)), b = double(bytes);
+  const double whole = lg * link_.alphaUs + link_.wholeBufferStep * lg * b / link_.betaBytesUs;
+  const double halving = 2 * lg * link_.alphaUs + halvingAllReduceBytes(n) * b / link_.betaBytesUs;
+  return halving < whole;
+}
+
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // The direct all-to-all only when forced. With a core each the pairwise exchange took
   // 0.79-0.98 of its time from 1 MiB at n = 2; where ranks share cores, since their slots are
@@ -602,9 +624,11 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
         bytes >= link_.treeAllReducesFrom && bytes < link_.treeAllReducesBelow) {
       return a == Algorithm::tree;
     }
-    if (link_.doublingAllReducesBelow > 0 && n > 2 &&
-        (a == Algorithm::doubling) != (bytes < link_.doublingAllReducesBelow)) {
-      return false;
+    if (link_.doublingAllReducesBelow > 0 && n > 2) {
+      const bool pow2 = (n & (n - 1)) == 0;
+      const bool doubles =
+          bytes < link_.doublingAllReducesBelow || (pow2 && bytes < link_.halvingAllReducesBelow);
+      if ((a == Algorithm::doubling) != doubles) return false;
     }
   }
   if (coll == Collective::reduce_scatter && n >= 4 &&

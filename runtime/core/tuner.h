@@ -87,6 +87,9 @@ struct LinkCost {
   size_t halvingReduceScattersBelow = 0;
   size_t doublingReduceScattersBelow = 0;
   size_t doublingAllReducesBelow = 0;
+  // From there to below this, all-reduces of a power-of-two n take `rd` too (halving, then
+  // doubling, there), but where the tree's band below takes them.
+  size_t halvingAllReducesBelow = 0;
   // Bytes of the reduce-scatter's recursive halving relative to the ring's (its log2(n) steps
   // move the ring's bytes, in pieces that halve); 0 where it is priced as the whole-buffer
   // doubling instead (shared memory, where it never led the ring outside the window's sizes).
@@ -171,6 +174,9 @@ class Tuner {
   }
   // Whether a tree scatter of `bytes` (the scattered whole) takes the binomial tree.
   bool binomialScatter(size_t bytes) const { return bytes < link_.binomialScattersBelow; }
+  // Whether an all-reduce by doubling halves, then doubles (n a power of two, where the link
+  // prices the halving and that price is the lower).
+  bool halvesAllReduce(size_t bytes, int nranks) const;
 
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
@@ -204,7 +210,8 @@ class Tuner {
 
  private:
   bool candidate(Algorithm a, Collective coll, size_t bytes,
-                 int n) const;  // for an automatic choice
+                 int n) const;                // for an automatic choice
+  double halvingAllReduceBytes(int n) const;  // the factor of halving, then doubling
   LinkCost link_;
   LinkCost intraHost_{};
   int hosts_ = 1;

@@ -205,15 +205,27 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
         tcpShared.predictUs(Algorithm::doubling, Collective::all_reduce, 1 << 20, 8));
   CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
   // The all-reduce's doubling below 160 KiB from n = 3, the ring from there (at 8 ranks or more
-  // the tree takes 64-512 KiB: below).
+  // the tree takes 64-512 KiB: below); at n = 4 halving, then doubling, up to 2 MiB.
   for (int n : {3, 4, 5, 6}) {
     CAPTURE(n);
     for (size_t bytes : {size_t(8), size_t(64) << 10, (size_t(160) << 10) - 1}) {
       CAPTURE(bytes);
       CHECK(tcpShared.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::doubling);
     }
-    CHECK(tcpShared.choose(Collective::all_reduce, 160 << 10, n).algorithm == Algorithm::ring);
+    const size_t ringFrom = n == 4 ? size_t(2) << 20 : size_t(160) << 10;
+    CHECK(tcpShared.choose(Collective::all_reduce, ringFrom - 1, n).algorithm ==
+          Algorithm::doubling);
+    CHECK(tcpShared.choose(Collective::all_reduce, ringFrom, n).algorithm == Algorithm::ring);
   }
+  // Which doubling: the whole buffer at every step for small buffers, halving then doubling for
+  // larger ones, never where n is not a power of two or the link does not price it.
+  CHECK_FALSE(tcpShared.halvesAllReduce(8, 4));
+  CHECK(tcpShared.halvesAllReduce(256 << 10, 4));
+  CHECK(tcpShared.halvesAllReduce(1 << 20, 8));
+  CHECK_FALSE(tcpShared.halvesAllReduce(1 << 20, 6));
+  CHECK_FALSE(Tuner(Tuner::sharedMemory(false), "", kChunk, kSlot).halvesAllReduce(1 << 20, 4));
+  CHECK(tcpShared.predictUs(Algorithm::doubling, Collective::all_reduce, 1 << 20, 4) <
+        1.1 * 2 * 0.75 * (1 << 20) / 5000.0 + 4 * 7.0 + 1e-6);
   // Forced, Bruck still runs at any size.
   const Tuner bruck(Tuner::tcpLoopback(1, false), "rd", kChunk, kSlot);
   CHECK(bruck.choose(Collective::all_gather, 16 << 20, 4).algorithm == Algorithm::doubling);
@@ -292,28 +304,32 @@ TEST_CASE("ranks sharing cores over tcp: mid-sized all-reduces of 8 ranks or mor
   const Tuner unpinned(floating, "", kChunk, kSlot);
   for (int n : {8, 16}) {
     CAPTURE(n);
-    for (size_t bytes : {size_t(64) << 10, size_t(256) << 10, (size_t(512) << 10) - 1}) {
+    for (size_t bytes : {size_t(64) << 10, (size_t(128) << 10) - 1}) {
       CAPTURE(bytes);
       CHECK(twoBlocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
       CHECK(blocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
       CHECK(unpinned.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
     }
-    // Pinned in two blocks up to 1 MiB; elsewhere the ring from 512 KiB.
-    for (size_t bytes : {size_t(512) << 10, (size_t(1) << 20) - 1}) {
+    // Pinned in two blocks up to 1 MiB; elsewhere halving, then doubling, from 128 KiB.
+    for (size_t bytes : {size_t(128) << 10, size_t(512) << 10, (size_t(1) << 20) - 1}) {
       CAPTURE(bytes);
       CHECK(twoBlocks.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::tree);
-      CHECK(unpinned.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::ring);
+      CHECK(unpinned.choose(Collective::all_reduce, bytes, n).algorithm == Algorithm::doubling);
+      CHECK(unpinned.halvesAllReduce(bytes, n));
     }
-    // The doubling below, the ring from 1 MiB, as elsewhere.
+    // The whole-buffer doubling below; halving, then doubling, to 2 MiB; the ring from there.
     CHECK(twoBlocks.choose(Collective::all_reduce, 32 << 10, n).algorithm == Algorithm::doubling);
-    CHECK(twoBlocks.choose(Collective::all_reduce, 1 << 20, n).algorithm == Algorithm::ring);
+    CHECK_FALSE(twoBlocks.halvesAllReduce(32 << 10, n));
+    CHECK(twoBlocks.choose(Collective::all_reduce, 1 << 20, n).algorithm == Algorithm::doubling);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 2 << 20, n).algorithm == Algorithm::ring);
   }
-  // Fewer ranks keep the doubling and the ring; with a core each the model decides; GYRE_ALGO
-  // still forces the ring.
+  // Fewer ranks keep the doubling, halving from 256 KiB where n is a power of two; with a core
+  // each the model decides; GYRE_ALGO still forces the ring.
   for (int n : {4, 6}) {
     CAPTURE(n);
     CHECK(twoBlocks.choose(Collective::all_reduce, 64 << 10, n).algorithm == Algorithm::doubling);
-    CHECK(twoBlocks.choose(Collective::all_reduce, 256 << 10, n).algorithm == Algorithm::ring);
+    CHECK(twoBlocks.choose(Collective::all_reduce, 256 << 10, n).algorithm ==
+          (n == 4 ? Algorithm::doubling : Algorithm::ring));
   }
   const Tuner roomy(Tuner::tcpLoopback(1, true), "", kChunk, kSlot);
   CHECK(roomy.choose(Collective::all_reduce, 256 << 10, 8).algorithm != Algorithm::tree);
