@@ -301,56 +301,56 @@ TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
   }
 }
 
-// Halving, then doubling, for the powers of two it serves: uneven blocks where n does not
-// divide the count, empty ones where the count is below n; the ring's traffic.
-TEST_CASE("halving-doubling all_reduce: every power-of-two n, count and op; 2(n-1)/n traffic") {
+// The halving algorithms serve powers of two: every one to 16, with uneven blocks where n does
+// not divide the count and empty ones where the count is below n.
+template <class Check>
+void forPowersOfTwo(Check check) {
   for (int n : {1, 2, 4, 8, 16}) {
     for (size_t count : awkwardCounts(n)) {
       for (RedOp op : kOps) {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(int(op));
-        for (int ahead : {0, 1}) {
-          FakeNetwork net(n, slotFor(count), ahead == 0 ? 2 : 4);
-          Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
-          auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-            algo::halvingDoublingAllReduce(p, r, n, count, net.slotElems(), ahead);
-          });
-          size_t total = 0;
-          for (int r = 0; r < n; ++r) {
-            total += sent[r];
-            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
-          }
-          CHECK(total == 2 * size_t(n - 1) * count);
-        }
+        check(n, count, op);
       }
     }
   }
 }
 
+TEST_CASE("halving-doubling all_reduce: every power-of-two n, count and op; 2(n-1)/n traffic") {
+  forPowersOfTwo([](int n, size_t count, RedOp op) {
+    for (int ahead : {0, 1}) {
+      FakeNetwork net(n, slotFor(count), ahead == 0 ? 2 : 4);
+      Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+      auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
+        algo::halvingDoublingAllReduce(p, r, n, count, net.slotElems(), ahead);
+      });
+      size_t total = 0;
+      for (int r = 0; r < n; ++r) {
+        total += sent[r];
+        for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
+      }
+      CHECK(total == 2 * size_t(n - 1) * count);
+    }
+  });
+}
+
 TEST_CASE("halving reduce_scatter: every power-of-two n, count and op; the ring's traffic") {
-  for (int n : {1, 2, 4, 8, 16}) {
-    for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : kOps) {
-        CAPTURE(n);
-        CAPTURE(count);
-        CAPTURE(int(op));
-        FakeNetwork net(n, slotFor(count), 2);
-        Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
-        auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-          algo::halvingReduceScatter(p, r, n, count, net.slotElems(), /*ahead=*/0);
-        });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (size_t i = 0; i < count; ++i) {
-            REQUIRE(out[r][r * count + i] == reduceAll(op, n, r * count + i));
-          }
-        }
-        CHECK(total == size_t(n) * size_t(n - 1) * count);
+  forPowersOfTwo([](int n, size_t count, RedOp op) {
+    FakeNetwork net(n, slotFor(count), 2);
+    Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
+    auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
+      algo::halvingReduceScatter(p, r, n, count, net.slotElems(), /*ahead=*/0);
+    });
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      total += sent[r];
+      for (size_t i = 0; i < count; ++i) {
+        REQUIRE(out[r][r * count + i] == reduceAll(op, n, r * count + i));
       }
     }
-  }
+    CHECK(total == size_t(n) * size_t(n - 1) * count);
+  });
 }
 
 TEST_CASE("ring reduce_scatter: every n, count and op") {
