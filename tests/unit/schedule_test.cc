@@ -9,76 +9,9 @@
 
 #include "algorithms/prims.h"
 #include "tests/harness/fake_prims.h"
+#include "tests/unit/schedule_cases.h"
 
-using gyre::RedOp;
-using gyre::test::FakeNetwork;
-using gyre::test::FakePrims;
-using gyre::test::runFake;
-namespace algo = gyre::algo;
-
-namespace {
-
-std::vector<size_t> awkwardCounts(int n) {
-  std::vector<size_t> c{0, 1, size_t(n - 1), size_t(n), size_t(n + 1), 97, 1009};
-  std::sort(c.begin(), c.end());
-  c.erase(std::unique(c.begin(), c.end()), c.end());
-  return c;
-}
-
-const RedOp kOps[] = {RedOp::sum, RedOp::prod, RedOp::min, RedOp::max, RedOp::avg};
-
-double value(int rank, size_t i) {
-  return double((rank * 7 + i * 3) % 11 + 1);
-}
-
-double reduceAll(RedOp op, int n, size_t i) {
-  double acc = value(0, i);
-  for (int r = 1; r < n; ++r) acc = gyre::test::refOp(op, acc, value(r, i));
-  return op == RedOp::avg ? acc / n : acc;
-}
-
-const double kPoison = -12345.0;
-
-// Tiny slots force many slices and rounds; large counts get larger slots to stay quick.
-size_t slotFor(size_t count) {
-  return count > 100 ? 16 : 3;
-}
-
-using Inputs = std::vector<std::vector<double>>;
-
-Inputs inputs(int n, size_t count) {
-  Inputs in(n);
-  for (int r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) in[r].push_back(value(r, i));
-  return in;
-}
-
-using AllReduceAlgo = void (*)(FakePrims&, int, int, size_t, size_t);
-
-void checkAllReduce(AllReduceAlgo run, bool ringTraffic) {
-  for (int n = 1; n <= 9; ++n) {
-    for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : kOps) {
-        CAPTURE(n);
-        CAPTURE(count);
-        CAPTURE(int(op));
-        FakeNetwork net(n, slotFor(count), /*nSlots=*/4);
-        Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
-        auto sent = runFake(net, op, in, out,
-                            [&](FakePrims& p, int r) { run(p, r, n, count, net.chunkElems()); });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
-        }
-        // Each element crosses n-1 links while reducing and n-1 while spreading.
-        if (ringTraffic) CHECK(total == 2 * size_t(n - 1) * count);
-      }
-    }
-  }
-}
-
-}  // namespace
+using namespace gyre::test::schedule;
 
 TEST_CASE("ring all_reduce: every n, count and op; bounded links; 2(n-1)/n traffic") {
   checkAllReduce(algo::ringAllReduce<FakePrims>, true);
@@ -87,16 +20,6 @@ TEST_CASE("ring all_reduce: every n, count and op; bounded links; 2(n-1)/n traff
 TEST_CASE("double binary tree all_reduce: every n, count and op") {
   // Both trees together move every element up and down n-1 edges, as the ring does.
   checkAllReduce(algo::doubleTreeAllReduce<FakePrims>, true);
-}
-
-TEST_CASE("recursive doubling all_reduce: every n, count and op") {
-  checkAllReduce(
-      [](FakePrims& p, int r, int n, size_t count, size_t) {
-        // Pieces of one slot (3 elements), one in flight beyond the awaited one: two of the
-        // four slots of a link.
-        algo::doublingAllReduce(p, r, n, count, 3, 1);
-      },
-      false);
 }
 
 TEST_CASE("double binary tree: two spanning trees; every rank is a leaf in one of them") {
@@ -199,81 +122,6 @@ TEST_CASE("binomial tree: spanning, rooted anywhere, log2(n) deep") {
   }
 }
 
-TEST_CASE("all_gather: ring and Bruck, every n and count") {
-  for (bool bruck : {false, true}) {
-    for (int n = 1; n <= 9; ++n) {
-      for (size_t count : awkwardCounts(n)) {
-        CAPTURE(bruck);
-        CAPTURE(n);
-        CAPTURE(count);
-        FakeNetwork net(n, slotFor(count) - 1, 4);
-        Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
-        auto sent = runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
-          if (bruck) {
-            algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/1);
-          } else {
-            algo::ringAllGather(p, r, n, count, net.chunkElems());
-          }
-        });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (int src = 0; src < n; ++src)
-            for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
-        }
-        CHECK(total == size_t(n) * size_t(n - 1) * count);
-      }
-    }
-  }
-}
-
-// A Bruck step moves up to n/2 blocks to one peer; streamed, it needs no more slots than the
-// window, however many ranks: 2 slots per link, up to 40 ranks, blocks of one element.
-TEST_CASE("all_gather: Bruck with many ranks and links of two slots") {
-  for (int n : {9, 17, 23, 33, 40}) {
-    for (size_t count : {size_t(1), size_t(3)}) {
-      CAPTURE(n);
-      CAPTURE(count);
-      FakeNetwork net(n, /*slotElems=*/2, /*nSlots=*/2);
-      Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
-      runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
-        algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/0);
-      });
-      for (int r = 0; r < n; ++r)
-        for (int src = 0; src < n; ++src)
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
-    }
-  }
-}
-
-// A Bruck step sends its blocks as one or two runs (two where they wrap past the last rank),
-// not a message per block: small all-gathers pay a latency per run, so this is their cost.
-TEST_CASE("all_gather: Bruck sends a step's blocks as at most two messages") {
-  for (int n : {5, 8, 13}) {
-    CAPTURE(n);
-    const size_t count = 3;
-    FakeNetwork net(n, /*slotElems=*/count * size_t(n), /*nSlots=*/2);
-    Inputs in = inputs(n, count), out(n, std::vector<double>(count * n, kPoison));
-    std::vector<size_t> calls(n);
-    runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
-      algo::doublingAllGather(p, r, n, count, net.slotElems(), /*ahead=*/1);
-      calls[r] = p.calls;
-    });
-    int steps = 0;
-    while ((1 << steps) < n) ++steps;
-    for (int r = 0; r < n; ++r) {
-      CAPTURE(r);
-      for (int src = 0; src < n; ++src)
-        for (size_t i = 0; i < count; ++i) REQUIRE(out[r][src * count + i] == value(src, i));
-      // The local copy, then per step a send and a receive of one or two runs each.
-      CHECK(calls[r] >= size_t(1 + 2 * steps));
-      CHECK(calls[r] <= size_t(1 + 4 * steps));
-    }
-    // Rank 0's blocks never wrap: one message each way per step.
-    CHECK(calls[0] == size_t(1 + 2 * steps));
-  }
-}
-
 TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
   for (int n = 1; n <= 7; ++n) {
     CAPTURE(n);
@@ -302,57 +150,6 @@ TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
 }
 
 // The halving algorithms serve powers of two: every one to 16, with uneven blocks where n does
-// not divide the count and empty ones where the count is below n.
-template <class Check>
-void forPowersOfTwo(Check check) {
-  for (int n : {1, 2, 4, 8, 16}) {
-    for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : kOps) {
-        CAPTURE(n);
-        CAPTURE(count);
-        CAPTURE(int(op));
-        check(n, count, op);
-      }
-    }
-  }
-}
-
-TEST_CASE("halving-doubling all_reduce: every power-of-two n, count and op; 2(n-1)/n traffic") {
-  forPowersOfTwo([](int n, size_t count, RedOp op) {
-    for (int ahead : {0, 1}) {
-      FakeNetwork net(n, slotFor(count), ahead == 0 ? 2 : 4);
-      Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
-      auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-        algo::halvingDoublingAllReduce(p, r, n, count, net.slotElems(), ahead);
-      });
-      size_t total = 0;
-      for (int r = 0; r < n; ++r) {
-        total += sent[r];
-        for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
-      }
-      CHECK(total == 2 * size_t(n - 1) * count);
-    }
-  });
-}
-
-TEST_CASE("halving reduce_scatter: every power-of-two n, count and op; the ring's traffic") {
-  forPowersOfTwo([](int n, size_t count, RedOp op) {
-    FakeNetwork net(n, slotFor(count), 2);
-    Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
-    auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-      algo::halvingReduceScatter(p, r, n, count, net.slotElems(), /*ahead=*/0);
-    });
-    size_t total = 0;
-    for (int r = 0; r < n; ++r) {
-      total += sent[r];
-      for (size_t i = 0; i < count; ++i) {
-        REQUIRE(out[r][r * count + i] == reduceAll(op, n, r * count + i));
-      }
-    }
-    CHECK(total == size_t(n) * size_t(n - 1) * count);
-  });
-}
-
 TEST_CASE("ring reduce_scatter: every n, count and op") {
   for (int n = 1; n <= 9; ++n) {
     for (size_t count : awkwardCounts(n)) {
