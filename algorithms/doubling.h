@@ -11,6 +11,29 @@
 
 namespace gyre::algo {
 
+// One exchange with a partner: elements [give, give + giveElems) leave and [take, take +
+// takeElems) come in, each run cut into pieces of `chunkElems` from its start as the partner
+// cuts it. `ahead` pieces stay in flight: piece k + ahead leaves before piece k is awaited, so
+// the exchange streams instead of paying a latency per piece. What comes in is reduced into the
+// output (`reduce`; `final` on a block's last reduction) or copied there.
+template <class Prims>
+GYRE_HD void exchangeRuns(Prims& p, size_t give, size_t giveElems, size_t take, size_t takeElems,
+                          size_t chunkElems, int ahead, bool reduce, bool final) {
+  const size_t sends = divUp(giveElems, chunkElems), recvs = divUp(takeElems, chunkElems);
+  for (size_t k = 0; k < (sends > recvs ? sends : recvs) + size_t(ahead); ++k) {
+    if (k < sends) p.send(give + k * chunkElems, min_(chunkElems, giveElems - k * chunkElems));
+    if (k >= size_t(ahead) && k - size_t(ahead) < recvs) {
+      const size_t j = k - size_t(ahead), at = take + j * chunkElems;
+      const size_t len = min_(chunkElems, takeElems - j * chunkElems);
+      if (reduce) {
+        p.recvReduceCopy(at, at, len, final);
+      } else {
+        p.recv(at, len);
+      }
+    }
+  }
+}
+
 // recv[i] = op over ranks of send[i]. Ranks at or above the largest power of two p2 hand
 // their input to rank - p2 and get the result back from it. Needs (ahead + 1) pieces of
 // `chunkElems` to fit a link.
@@ -43,17 +66,7 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
     const int partner = rank ^ dist;
     const bool last = dist * 2 == p2;
     p.setPeers(&partner, 1, &partner, 1);
-    // Keep `ahead` pieces in flight: each side sends piece k + ahead before it waits for
-    // piece k, so the exchange streams instead of paying a latency per piece.
-    const size_t pieces = divUp(count, chunkElems);
-    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
-      if (k < pieces) p.send(k * chunkElems, min_(chunkElems, count - k * chunkElems));
-      if (k >= size_t(ahead)) {
-        const size_t j = k - size_t(ahead);
-        p.recvReduceCopy(j * chunkElems, j * chunkElems, min_(chunkElems, count - j * chunkElems),
-                         last);
-      }
-    }
+    exchangeRuns(p, 0, count, 0, count, chunkElems, ahead, true, last);
   }
   if (hasExtra) {
     const int extra = rank + p2;
@@ -62,12 +75,27 @@ GYRE_HD void doublingAllReduce(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
-// Recursive halving for a power-of-two n: out[rank*count + i] = op over ranks of
-// send[rank*count + i], the other blocks of `out` left as scratch. At distance n/2, n/4, ...,
-// 1 a rank keeps the half of its current run of blocks that holds its own block and sends its
-// partner (rank ^ distance) the other half, reducing what comes back into its own: log2(n)
-// steps moving (n - 1)/n of the buffer, the ring's bytes in the doubling's steps. Pieces stream
-// as in doublingAllReduce.
+// Recursive halving over n blocks (a power of two), block b starting at start(b), start(n) the
+// end: at distance n/2, n/4, ..., 1 a rank keeps the half of its current run of blocks that
+// holds its own block and sends its partner (rank ^ distance) the other half, reducing what
+// comes back into its own. Each rank ends with its block reduced in the output; log2(n) steps
+// moving (n - 1)/n of the buffer, the ring's bytes in the doubling's steps.
+template <class Prims, class Start>
+GYRE_HD void halveBlocks(Prims& p, int rank, int n, const Start& start, size_t chunkElems,
+                         int ahead) {
+  for (int dist = n / 2; dist >= 1; dist /= 2) {
+    const int partner = rank ^ dist, base = rank & ~(2 * dist - 1);
+    const int mine = (rank & dist) ? base + dist : base, other = (rank & dist) ? base : base + dist;
+    p.setPeers(&partner, 1, &partner, 1);
+    exchangeRuns(p, start(other), start(other + dist) - start(other), start(mine),
+                 start(mine + dist) - start(mine), chunkElems, ahead, true, dist == 1);
+    if (dist == n / 2) p.useOutputAsInput();
+  }
+}
+
+// out[rank*count + i] = op over ranks of send[rank*count + i] for a power-of-two n by
+// recursive halving (halveBlocks over blocks of `count`), the other blocks of `out` left as
+// scratch.
 template <class Prims>
 GYRE_HD void halvingReduceScatter(Prims& p, int rank, int n, size_t count, size_t chunkElems,
                                   int ahead) {
@@ -75,32 +103,15 @@ GYRE_HD void halvingReduceScatter(Prims& p, int rank, int n, size_t count, size_
     p.localCopy(0, 0, count);
     return;
   }
-  bool first = true;
-  for (int dist = n / 2; dist >= 1; dist /= 2) {
-    const int partner = rank ^ dist;
-    const int base = rank & ~(2 * dist - 1);
-    const size_t keep = size_t((rank & dist) ? base + dist : base) * count;
-    const size_t give = size_t((rank & dist) ? base : base + dist) * count;
-    const size_t elems = size_t(dist) * count;
-    p.setPeers(&partner, 1, &partner, 1);
-    const size_t pieces = divUp(elems, chunkElems);
-    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
-      if (k < pieces) p.send(give + k * chunkElems, min_(chunkElems, elems - k * chunkElems));
-      if (k >= size_t(ahead)) {
-        const size_t j = k - size_t(ahead), at = keep + j * chunkElems;
-        p.recvReduceCopy(at, at, min_(chunkElems, elems - j * chunkElems), dist == 1);
-      }
-    }
-    if (first) p.useOutputAsInput();
-    first = false;
-  }
+  halveBlocks(
+      p, rank, n, [count](int block) { return size_t(block) * count; }, chunkElems, ahead);
 }
 
 // recv[i] = op over ranks of send[i] for a power-of-two n by halving, then doubling
-// (Rabenseifner): the reduce-scatter of halvingReduceScatter over n blocks of `count` (block b
-// starts at b*count/n), which leaves each rank its block reduced, then an all-gather that
-// doubles each rank's run of blocks at distance 1, 2, ..., n/2. 2 log2(n) steps carrying the
-// ring's bytes, where doublingAllReduce moves the whole buffer at each of its log2(n).
+// (Rabenseifner): halveBlocks over n blocks of `count` (block b starts at b*count/n), which
+// leaves each rank its block reduced, then an all-gather that doubles each rank's run of blocks
+// at distance 1, 2, ..., n/2. 2 log2(n) steps carrying the ring's bytes, where
+// doublingAllReduce moves the whole buffer at each of its log2(n).
 template <class Prims>
 GYRE_HD void halvingDoublingAllReduce(Prims& p, int rank, int n, size_t count, size_t chunkElems,
                                       int ahead) {
@@ -108,41 +119,15 @@ GYRE_HD void halvingDoublingAllReduce(Prims& p, int rank, int n, size_t count, s
     if (count > 0) p.localCopy(0, 0, count);
     return;
   }
-  const auto start = [&](int block) { return size_t(uint64_t(count) * uint64_t(block) / n); };
-  // Sends the run of blocks [giveLo, giveHi) and takes [takeLo, takeHi), both cut into pieces
-  // of `chunkElems` from their start, as the partner cuts them: reduced into the output while
-  // halving, copied there while doubling.
-  const auto exchange = [&](int giveLo, int giveHi, int takeLo, int takeHi, bool reduce,
-                            bool final) {
-    const size_t give = start(giveLo), giveElems = start(giveHi) - give;
-    const size_t take = start(takeLo), takeElems = start(takeHi) - take;
-    const size_t sends = divUp(giveElems, chunkElems), recvs = divUp(takeElems, chunkElems);
-    for (size_t k = 0; k < (sends > recvs ? sends : recvs) + size_t(ahead); ++k) {
-      if (k < sends) {
-        p.send(give + k * chunkElems, min_(chunkElems, giveElems - k * chunkElems));
-      }
-      if (k >= size_t(ahead) && k - size_t(ahead) < recvs) {
-        const size_t j = k - size_t(ahead), at = take + j * chunkElems;
-        const size_t len = min_(chunkElems, takeElems - j * chunkElems);
-        if (reduce) {
-          p.recvReduceCopy(at, at, len, final);
-        } else {
-          p.recv(at, len);
-        }
-      }
-    }
+  const auto start = [count, n](int block) {
+    return size_t(uint64_t(count) * uint64_t(block) / uint64_t(n));
   };
-  for (int dist = n / 2; dist >= 1; dist /= 2) {
-    const int partner = rank ^ dist, base = rank & ~(2 * dist - 1);
-    const int mine = (rank & dist) ? base + dist : base, other = (rank & dist) ? base : base + dist;
-    p.setPeers(&partner, 1, &partner, 1);
-    exchange(other, other + dist, mine, mine + dist, true, dist == 1);
-    if (dist == n / 2) p.useOutputAsInput();
-  }
+  halveBlocks(p, rank, n, start, chunkElems, ahead);
   for (int dist = 1; dist < n; dist *= 2) {
     const int partner = rank ^ dist, mine = rank & ~(dist - 1), other = mine ^ dist;
     p.setPeers(&partner, 1, &partner, 1);
-    exchange(mine, mine + dist, other, other + dist, false, false);
+    exchangeRuns(p, start(mine), start(mine + dist) - start(mine), start(other),
+                 start(other + dist) - start(other), chunkElems, ahead, false, false);
   }
 }
 
