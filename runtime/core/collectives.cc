@@ -96,7 +96,8 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
   shape.localRanks = planLocalRanks;
   shape.relayed = tuner->relaysBroadcast(bytes, desc.seq);
   shape.binomial = tuner->binomialScatter(bytes);
-  shape.halving = tuner->halvesAllReduce(bytes, config.nranks);
+  shape.halving = desc.coll == Collective::all_reduce && algorithm == Algorithm::doubling &&
+                  tuner->halvesAllReduce(bytes, config.nranks);
   return planCollective(desc.coll, desc.dtype, desc.count, desc.root, algorithm, shape);
 }
 

@@ -460,7 +460,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   if (steps < 0) return -1;
   if (!link_.slotsStreamed && streamsSlots(coll, bytes, n))
     factor *= kShmCloseStreamedBroadcastBytes;
-  return steps * link_.alphaUs + b * factor / link_.betaBytesUs;
+  return priceUs(steps, factor, bytes);
 }
 
 namespace {
@@ -479,10 +479,30 @@ double Tuner::halvingAllReduceBytes(int n) const {
 
 bool Tuner::halvesAllReduce(size_t bytes, int n) const {
   if ((n & (n - 1)) != 0 || n < 4 || link_.halvingPassBytes <= 0) return false;
-  const double lg = std::log2(double(n)), b = double(bytes);
-  const double whole = lg * link_.alphaUs + link_.wholeBufferStep * lg * b / link_.betaBytesUs;
-  const double halving = 2 * lg * link_.alphaUs + halvingAllReduceBytes(n) * b / link_.betaBytesUs;
-  return halving < whole;
+  const double lg = std::log2(double(n));
+  return priceUs(2 * lg, halvingAllReduceBytes(n), bytes) <
+         priceUs(lg, link_.wholeBufferStep * lg, bytes);
+}
+
+double Tuner::priceUs(double steps, double factor, size_t bytes) const {
+  return steps * link_.alphaUs + double(bytes) * factor / link_.betaBytesUs;
+}
+
+size_t Tuner::doublingBound(Collective coll, int n) const {
+  const bool pow2 = (n & (n - 1)) == 0;
+  switch (coll) {
+    case Collective::all_reduce:
+      if (n <= 2 || link_.doublingAllReducesBelow == 0) return 0;
+      return pow2 ? std::max(link_.doublingAllReducesBelow, link_.halvingAllReducesBelow)
+                  : link_.doublingAllReducesBelow;
+    case Collective::reduce_scatter:
+      if (n < 4) return 0;
+      return pow2 ? link_.halvingReduceScattersBelow : link_.doublingReduceScattersBelow;
+    case Collective::all_gather:
+      return n > 2 ? link_.bruckAllGathersBelow : 0;
+    default:
+      return 0;
+  }
 }
 
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
@@ -513,30 +533,14 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {
     return false;
   }
-  const bool linkAlgorithm =
-      a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::doubling;
-  if (coll == Collective::all_reduce && linkAlgorithm) {
-    if (link_.treeAllReducesFromRanks > 0 && n >= link_.treeAllReducesFromRanks &&
-        bytes >= link_.treeAllReducesFrom && bytes < link_.treeAllReducesBelow) {
+  if (a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::doubling) {
+    if (coll == Collective::all_reduce && link_.treeAllReducesFromRanks > 0 &&
+        n >= link_.treeAllReducesFromRanks && bytes >= link_.treeAllReducesFrom &&
+        bytes < link_.treeAllReducesBelow) {
       return a == Algorithm::tree;
     }
-    if (link_.doublingAllReducesBelow > 0 && n > 2) {
-      const bool pow2 = (n & (n - 1)) == 0;
-      const bool doubles =
-          bytes < link_.doublingAllReducesBelow || (pow2 && bytes < link_.halvingAllReducesBelow);
-      if ((a == Algorithm::doubling) != doubles) return false;
-    }
-  }
-  if (coll == Collective::reduce_scatter && n >= 4 &&
-      (a == Algorithm::doubling || a == Algorithm::ring)) {
-    const size_t below =
-        (n & (n - 1)) == 0 ? link_.halvingReduceScattersBelow : link_.doublingReduceScattersBelow;
+    const size_t below = doublingBound(coll, n);
     if (below > 0 && (a == Algorithm::doubling) != (bytes < below)) return false;
-  }
-  if (coll == Collective::all_gather && link_.bruckAllGathersBelow > 0 && n > 2 &&
-      (a == Algorithm::doubling || a == Algorithm::ring) &&
-      (a == Algorithm::doubling) != (bytes < link_.bruckAllGathersBelow)) {
-    return false;
   }
   return !(a == Algorithm::tree && coll == Collective::broadcast &&
            bytes < link_.treeBroadcastFrom);

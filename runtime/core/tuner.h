@@ -212,6 +212,10 @@ class Tuner {
   bool candidate(Algorithm a, Collective coll, size_t bytes,
                  int n) const;                // for an automatic choice
   double halvingAllReduceBytes(int n) const;  // the factor of halving, then doubling
+  double priceUs(double steps, double factor, size_t bytes) const;  // the model's time
+  // The measured bound below which `rd` takes a call of `coll` and from which it does not (the
+  // link's Bruck, doubling and halving bounds); 0 where the model decides.
+  size_t doublingBound(Collective coll, int n) const;
   LinkCost link_;
   LinkCost intraHost_{};
   int hosts_ = 1;
