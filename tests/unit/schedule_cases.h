@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "algorithms/prims.h"
@@ -53,29 +54,39 @@ inline Inputs inputs(int n, size_t count) {
   return in;
 }
 
-using AllReduceAlgo = void (*)(FakePrims&, int, int, size_t, size_t);
-
-inline void checkAllReduce(AllReduceAlgo run, bool ringTraffic) {
-  for (int n = 1; n <= 9; ++n) {
+// check(n, count, op) for every n of `ranks`, every awkward count and every op, each captured.
+template <class Check>
+void forEachCase(std::initializer_list<int> ranks, Check check) {
+  for (int n : ranks) {
     for (size_t count : awkwardCounts(n)) {
       for (RedOp op : kOps) {
         CAPTURE(n);
         CAPTURE(count);
         CAPTURE(int(op));
-        FakeNetwork net(n, slotFor(count), /*nSlots=*/4);
-        Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
-        auto sent = runFake(net, op, in, out,
-                            [&](FakePrims& p, int r) { run(p, r, n, count, net.chunkElems()); });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
-        }
-        // Each element crosses n-1 links while reducing and n-1 while spreading.
-        if (ringTraffic) CHECK(total == 2 * size_t(n - 1) * count);
+        check(n, count, op);
       }
     }
   }
+}
+
+inline constexpr std::initializer_list<int> kOneToNine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+using AllReduceAlgo = void (*)(FakePrims&, int, int, size_t, size_t);
+
+inline void checkAllReduce(AllReduceAlgo run, bool ringTraffic) {
+  forEachCase(kOneToNine, [&](int n, size_t count, RedOp op) {
+    FakeNetwork net(n, slotFor(count), /*nSlots=*/4);
+    Inputs in = inputs(n, count), out(n, std::vector<double>(count, kPoison));
+    auto sent = runFake(net, op, in, out,
+                        [&](FakePrims& p, int r) { run(p, r, n, count, net.chunkElems()); });
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      total += sent[r];
+      for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, i));
+    }
+    // Each element crosses n-1 links while reducing and n-1 while spreading.
+    if (ringTraffic) CHECK(total == 2 * size_t(n - 1) * count);
+  });
 }
 
 }  // namespace gyre::test::schedule

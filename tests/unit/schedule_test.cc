@@ -149,28 +149,20 @@ TEST_CASE("ring all_gather_v: blocks of different sizes, some empty") {
   }
 }
 
-// The halving algorithms serve powers of two: every one to 16, with uneven blocks where n does
 TEST_CASE("ring reduce_scatter: every n, count and op") {
-  for (int n = 1; n <= 9; ++n) {
-    for (size_t count : awkwardCounts(n)) {
-      for (RedOp op : kOps) {
-        CAPTURE(n);
-        CAPTURE(count);
-        CAPTURE(int(op));
-        FakeNetwork net(n, slotFor(count), 2);
-        Inputs in = inputs(n, count * n), out(n, std::vector<double>(count, kPoison));
-        auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
-          algo::ringReduceScatter(p, r, n, count, net.chunkElems(), count);
-        });
-        size_t total = 0;
-        for (int r = 0; r < n; ++r) {
-          total += sent[r];
-          for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, r * count + i));
-        }
-        CHECK(total == size_t(n) * size_t(n - 1) * count);
-      }
+  forEachCase(kOneToNine, [](int n, size_t count, RedOp op) {
+    FakeNetwork net(n, slotFor(count), 2);
+    Inputs in = inputs(n, count * n), out(n, std::vector<double>(count, kPoison));
+    auto sent = runFake(net, op, in, out, [&](FakePrims& p, int r) {
+      algo::ringReduceScatter(p, r, n, count, net.chunkElems(), count);
+    });
+    size_t total = 0;
+    for (int r = 0; r < n; ++r) {
+      total += sent[r];
+      for (size_t i = 0; i < count; ++i) REQUIRE(out[r][i] == reduceAll(op, n, r * count + i));
     }
-  }
+    CHECK(total == size_t(n) * size_t(n - 1) * count);
+  });
 }
 
 TEST_CASE("broadcast: ring, binomial tree and relayed tree, every n, count and root") {
