@@ -6,6 +6,7 @@
 
 #include "gyre/gyre.h"
 #include "tests/harness/checks.h"
+#include "tests/harness/peer_leaves.h"
 #include "tests/harness/thread_ranks.h"
 
 using namespace gyre;
@@ -298,23 +299,7 @@ TEST_CASE("a timeout names the rank that never entered and what it last complete
 
 TEST_CASE("a peer that leaves mid-job fails every rank fast, naming who was lost") {
   test::ThreadJob job(3, test::tinySlots(30000ms), "peer-leaves");
-  job.destroy(2);
-  const auto start = Clock::now();
-  std::vector<Status> result(2);
-  test::onThreads(2, [&](int r) {
-    std::vector<float> a(4096, 1.0f), b(4096);
-    result[r] = failureOf(
-        [&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
-  });
-  CHECK(Clock::now() - start < 10s);
-  for (int r = 0; r < 2; ++r) {
-    CAPTURE(result[r].message);
-    CHECK(result[r].code == Code::remote_error);
-    CHECK(contains(result[r].message, "all_reduce #1"));
-  }
-  // Both name the rank that left: rank 0 saw it directly, rank 1 through the recorded cause.
-  CHECK(contains(result[0].message, "rank 2"));
-  CHECK(contains(result[1].message, "rank 2"));
+  test::checkPeerLeavesMidJob(job);
 }
 
 // Rank 1 has no connection to rank 3 (not a ring neighbour at n = 4): it dials one, and a

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/harness/checks.h"
+#include "tests/harness/peer_leaves.h"
 #include "tests/harness/rdma.h"
 #include "tests/harness/thread_ranks.h"
 #ifdef GYRE_HAVE_IBVERBS
@@ -54,21 +55,7 @@ TEST_CASE("over rdma: a peer that leaves mid-job fails every rank fast, naming w
     return;
   }
   test::ThreadJob job(3, overRdma(30000ms), "rdma-peer-leaves");
-  job.destroy(2);
-  const auto start = Clock::now();
-  std::vector<Status> result(2);
-  test::onThreads(2, [&](int r) {
-    std::vector<float> a(4096, 1.0f), b(4096);
-    result[r] = failureOf(
-        [&] { job.comm(r).allReduce(a.data(), b.data(), 4096, DataType::f32, RedOp::sum); });
-  });
-  CHECK(Clock::now() - start < 10s);
-  for (int r = 0; r < 2; ++r) {
-    CAPTURE(result[r].message);
-    CHECK(result[r].code == Code::remote_error);
-    CHECK(contains(result[r].message, "all_reduce #1"));
-    CHECK(contains(result[r].message, "rank 2"));
-  }
+  test::checkPeerLeavesMidJob(job);
 }
 
 TEST_CASE("over rdma: ranks that disagree on a collective fail naming both sides") {
