@@ -67,7 +67,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   } else if (config.rank == 0) {
     try {
       windowSegment = ShmSegment::create(
-          config.shmDir, MailboxWindow::bytesFor(config.nranks, config.oneShotBytes), true);
+          config.shmDir, MailboxWindow::bytesFor(config.nranks, config.oneShotBytes));
       MailboxWindow(windowSegment.data(), config.nranks, config.oneShotBytes, /*format=*/true);
       offer = offerOf(windowSegment.handle());
     } catch (const Failure& f) {
@@ -86,7 +86,7 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   // carries the round trip it measured and how often calls measure it again.
   std::string mine = registerSleeperBarriers() ? "1b" : "1f";
   try {
-    if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)), true);
+    if (config.rank != 0) windowSegment = ShmSegment::open(decodeHandle(offer.substr(1)));
     MailboxWindow window(windowSegment.data(), config.nranks, config.oneShotBytes, false);
     MailState& state = *window.mailbox(config.rank).state;
     state.pid = int32_t(getpid());

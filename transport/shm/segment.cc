@@ -36,13 +36,11 @@ int createUnnamed(const std::string& dir) {
   return named;
 }
 
-int mapFlags(bool populate) {
-  return MAP_SHARED | (populate ? MAP_POPULATE : 0);
-}
+constexpr int kMapFlags = MAP_SHARED | MAP_POPULATE;
 
 }  // namespace
 
-ShmSegment ShmSegment::create(const std::string& dir, size_t bytes, bool populate) {
+ShmSegment ShmSegment::create(const std::string& dir, size_t bytes) {
   const int fd = createUnnamed(dir);
   if (fd < 0) fail(Code::system_error, "cannot create a file in " + dir + ": " + errnoText(errno));
   ShmSegment s;
@@ -54,7 +52,7 @@ ShmSegment ShmSegment::create(const std::string& dir, size_t bytes, bool populat
   int err = ftruncate(fd, off_t(bytes)) == 0 ? posix_fallocate(fd, 0, off_t(bytes)) : errno;
   if (err == 0 && fstat(fd, &st) != 0) err = errno;
   if (err == 0) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, mapFlags(populate), fd, 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kMapFlags, fd, 0);
     if (p == MAP_FAILED)
       err = errno;
     else
@@ -70,7 +68,7 @@ ShmSegment ShmSegment::create(const std::string& dir, size_t bytes, bool populat
   return s;
 }
 
-ShmSegment ShmSegment::open(const ShmHandle& h, bool populate) {
+ShmSegment ShmSegment::open(const ShmHandle& h) {
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   if (h.pid <= 0 || h.fd < 0 || h.bytes == 0) fail(Code::system_error, "a bad segment handle");
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -84,8 +82,7 @@ ShmSegment ShmSegment::open(const ShmHandle& h, bool populate) {
     why = "it is not the segment offered";
   } else if (uint64_t(st.st_size) != h.bytes) {
     why = "it holds " + std::to_string(st.st_size) + " bytes, not " + std::to_string(h.bytes);
-  } else if ((p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, mapFlags(populate), fd, 0)) ==
-             MAP_FAILED) {
+  } else if ((p = mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, kMapFlags, fd, 0)) == MAP_FAILED) {
     why = errnoText(errno);
   }
   ::close(fd);

@@ -27,11 +27,12 @@ struct ShmHandle {
 
 class ShmSegment {
  public:
-  // Both throw Failure(system_error) with the path and the cause. `populate` maps every page
-  // now (MAP_POPULATE), so first touches during calls take no page faults: for segments whose
-  // every line a tiny call may be the first to touch (the host window's posts).
-  static ShmSegment create(const std::string& dir, size_t bytes, bool populate = false);
-  static ShmSegment open(const ShmHandle& handle, bool populate = false);
+  // Both throw Failure(system_error) with the path and the cause. Both map every page at once
+  // (MAP_POPULATE), so that first touches during calls take no page faults: the host window's
+  // posts, which a tiny call may be the first to touch, and the links' slots, which the first
+  // calls of a size reach page after page.
+  static ShmSegment create(const std::string& dir, size_t bytes);
+  static ShmSegment open(const ShmHandle& handle);
 
   ShmSegment() = default;
   ShmSegment(ShmSegment&& other) noexcept;
