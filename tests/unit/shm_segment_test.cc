@@ -7,10 +7,10 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "base/status.h"
+#include "tests/harness/smaps.h"
 #include "transport/shm/segment.h"
 
 namespace gyre {
@@ -39,17 +39,11 @@ pid_t exitedPid() {
   return child;
 }
 
-// The KiB of the mapping at `start` whose pages are mapped in this process (its Rss in
-// /proc/self/smaps), or -1 where no mapping starts there.
+// The KiB of the mapping at `start` whose pages are mapped in this process, or -1 where no
+// mapping starts there.
 long mappedKiB(const void* start) {
-  std::ifstream smaps("/proc/self/smaps");
-  char head[32];
-  std::snprintf(head, sizeof head, "%lx-", static_cast<unsigned long>(uintptr_t(start)));
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    if (line.rfind(head, 0) == 0) inside = true;
-    if (inside && line.rfind("Rss:", 0) == 0) return std::stol(line.substr(4));
-  }
+  for (const test::Mapping& m : test::mappings())
+    if (m.start == uintptr_t(start)) return m.rssKiB;
   return -1;
 }
 
