@@ -303,6 +303,11 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
     inTwoHalves = (peers[size_t(r)].cpus == peers[0].cpus) == (r < config.nranks / 2);
   }
   if (inTwoHalves && !allMemory) slowest = Tuner::pinnedInTwoBlocksOverTcp(slowest);
+  if (ranksPinnedInBlocks && !allMemory) {
+    std::vector<std::vector<int>> cpusOfRank;
+    for (const auto& p : peers) cpusOfRank.push_back(p.cpus);
+    slowest = Tuner::pinnedInBlocksOverTcp(slowest, cpusOfRank);
+  }
   if (config.nranks > 1 && ranksHaveCores) placementPartner = 1;
   for (int r = 1; ranksPinnedInBlocks && placementPartner < 0 && r < config.nranks; ++r) {
     if (peers[size_t(r)].cpus != peers[0].cpus) placementPartner = r;

@@ -526,6 +526,7 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
       windowPostersStall(link_, coll, bytes, n, smallPost_)) {
     return false;
   }
+  if (coll == Collective::broadcast && link_.chainBroadcasts) return a == Algorithm::ring;
   if (a == Algorithm::ring && link_.chainsWaitForCores &&
       (coll == Collective::broadcast || coll == Collective::reduce)) {
     return false;

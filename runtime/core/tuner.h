@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "algorithms/collective.h"
 #include "gyre/types.h"
@@ -70,6 +71,9 @@ struct LinkCost {
   // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
   // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
   bool chainsWaitForCores = false;
+  // There, over tcp, where the binomial tree's edges cross between the blocks more often than
+  // the chain's: broadcasts take the chain at every size (Tuner::pinnedInBlocksOverTcp).
+  bool chainBroadcasts = false;
   // Tree broadcasts below this take the relayed tree every other call (algorithms/tree.h:
   // relayedBinomialNode), so the root's CPU does not make the root's sends every call.
   size_t relayedBroadcastsBelow = 0;
@@ -152,6 +156,15 @@ class Tuner {
   // after the root sits in the other block): small tree broadcasts alternate the two trees,
   // and the tree's all-reduces reach 1 MiB.
   static LinkCost pinnedInTwoBlocksOverTcp(LinkCost pinned);
+  // Over tcp on one host with the ranks pinned in blocks, rank r on the CPUs cpusOfRank[r]:
+  // sets chainBroadcasts where a broadcast from rank 0 down the binomial tree crosses between
+  // blocks more often than down the chain (docs/tuning_tcp.md).
+  static LinkCost pinnedInBlocksOverTcp(LinkCost pinned,
+                                        const std::vector<std::vector<int>>& cpusOfRank);
+  // How many of the edges of a broadcast from rank 0 down the binomial tree (or the chain, in
+  // rank order) join ranks of different blocks, rank r in block blockOfRank[r].
+  static int treeBlockCrossings(const std::vector<int>& blockOfRank);
+  static int chainBlockCrossings(const std::vector<int>& blockOfRank);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with

@@ -3,6 +3,7 @@
 // docs/tuning_tcp.md).
 #include <algorithm>
 
+#include "algorithms/tree.h"
 #include "runtime/core/tuner.h"
 
 namespace gyre {
@@ -110,6 +111,38 @@ LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
   cost.treeBroadcastRootPerChild = cost.treeReduceRootPerChild = true;  // one egress link
   cost.halvingPassBytes = kTcpHalvingPassBytes;
   return cost;
+}
+
+// Pinned in blocks over tcp, the binomial tree's broadcast kept up with the chain's where the
+// blocks split it where its subtrees part (n = 3, 4, 7, 8 on 2 cores: level or ahead) and lost
+// at every size where a block boundary cuts a subtree, so its edges cross twice or more
+// against the chain's once: n = 5 and 6 (blocks of 3 and 2, 3 and 3) 1.5-2.8 times the chain's
+// time at 8 B-512 B, 1.13-1.22 at 256 KiB-4 MiB; n = 10 and 12, 1.4-1.8 at 8-512 B, 1.18 at
+// 256 KiB, level at 32 KiB and 2 MiB (2026-12-03, docs/tuning_tcp.md).
+int Tuner::treeBlockCrossings(const std::vector<int>& blockOfRank) {
+  const int n = int(blockOfRank.size());
+  int crossings = 0;
+  for (int r = 1; r < n; ++r) {
+    crossings += blockOfRank[size_t(algo::binomialNode(r, n, 0).parent)] != blockOfRank[size_t(r)];
+  }
+  return crossings;
+}
+
+int Tuner::chainBlockCrossings(const std::vector<int>& blockOfRank) {
+  int crossings = 0;
+  for (size_t r = 1; r < blockOfRank.size(); ++r) crossings += blockOfRank[r - 1] != blockOfRank[r];
+  return crossings;
+}
+
+LinkCost Tuner::pinnedInBlocksOverTcp(LinkCost pinned,
+                                      const std::vector<std::vector<int>>& cpusOfRank) {
+  std::vector<int> blockOfRank;
+  for (const auto& cpus : cpusOfRank) {
+    const auto first = std::find(cpusOfRank.begin(), cpusOfRank.end(), cpus);
+    blockOfRank.push_back(int(first - cpusOfRank.begin()));  // named by its first rank
+  }
+  pinned.chainBroadcasts = treeBlockCrossings(blockOfRank) > chainBlockCrossings(blockOfRank);
+  return pinned;
 }
 
 LinkCost Tuner::pinnedInTwoBlocksOverTcp(LinkCost pinned) {

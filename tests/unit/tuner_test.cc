@@ -296,6 +296,46 @@ TEST_CASE("pinned in two blocks over tcp: small tree broadcasts relay every othe
   CHECK(twoBlocks.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::tree);
 }
 
+TEST_CASE("pinned in blocks over tcp: broadcasts take the chain where the tree crosses more") {
+  // Blocks {0,1,2} and {3,4,5}: the binomial tree's edges 0-4 and 2-3 cross, the chain's 2-3
+  // alone; blocks of four ranks split the tree where its subtrees do (0-4 alone).
+  const std::vector<int> threes{0, 0, 0, 3, 3, 3}, fours{0, 0, 0, 0, 4, 4, 4, 4};
+  CHECK(Tuner::treeBlockCrossings(threes) == 2);
+  CHECK(Tuner::chainBlockCrossings(threes) == 1);
+  CHECK(Tuner::treeBlockCrossings(fours) == 1);
+  CHECK(Tuner::chainBlockCrossings(fours) == 1);
+  CHECK(Tuner::treeBlockCrossings({0, 0, 2}) == 1);        // n = 3: 0-2
+  CHECK(Tuner::treeBlockCrossings({0, 0, 0, 3, 3}) == 2);  // n = 5: 0-4, 2-3
+  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
+  auto cpus = [](int n, int perBlock) {
+    std::vector<std::vector<int>> c;
+    for (int r = 0; r < n; ++r) c.push_back({r / perBlock});
+    return c;
+  };
+  for (int n : {5, 6, 10, 12}) {
+    CAPTURE(n);
+    const LinkCost link = Tuner::pinnedInBlocksOverTcp(pinned, cpus(n, (n + 1) / 2));
+    CHECK(link.chainBroadcasts);
+    const Tuner t(link, "", kChunk, kSlot);
+    for (size_t bytes : {size_t(8), size_t(4) << 10, size_t(256) << 10, size_t(16) << 20}) {
+      CAPTURE(bytes);
+      CHECK(t.choose(Collective::broadcast, bytes, n).algorithm == Algorithm::ring);
+    }
+    // Reduces send once from every rank down either shape: the tree stays.
+    CHECK(t.choose(Collective::reduce, 8, n).algorithm == Algorithm::tree);
+  }
+  for (int n : {3, 4, 7, 8}) {
+    CAPTURE(n);
+    const LinkCost link = Tuner::pinnedInBlocksOverTcp(pinned, cpus(n, (n + 1) / 2));
+    CHECK_FALSE(link.chainBroadcasts);
+    CHECK(Tuner(link, "", kChunk, kSlot).choose(Collective::broadcast, 8, n).algorithm ==
+          Algorithm::tree);
+  }
+  // GYRE_ALGO still forces the tree.
+  const Tuner forced(Tuner::pinnedInBlocksOverTcp(pinned, cpus(6, 3)), "tree", kChunk, kSlot);
+  CHECK(forced.choose(Collective::broadcast, 8, 6).algorithm == Algorithm::tree);
+}
+
 TEST_CASE("ranks sharing cores over tcp: mid-sized all-reduces of 8 ranks or more take the tree") {
   const LinkCost floating = Tuner::tcpLoopback(1, false);
   const LinkCost pinned = Tuner::pinnedInBlocks(floating);
