@@ -76,6 +76,10 @@ constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
 // Over shared memory the tree's reduce later caught up below 256 KiB (2026-11-27, floating
 // ranks: 1.01-1.25 times faster than the chain from 64 B to 32 KiB in two runs at n = 4 and 8).
 constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
+// Pinned in blocks the tree's reduce kept up with the chain's at n = 4 and 8 on 2 cores (within
+// 4 % from 128 KiB, ahead below), but where n is not a power of two the chain's led from 128 KiB:
+// 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
+constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
 // The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
@@ -225,6 +229,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
+    cost.pinnedChainReducesFrom = kShmPinnedChainReducesFrom;
   }
   return cost;
 }
@@ -527,11 +532,13 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
     return false;
   }
   if (coll == Collective::broadcast && link_.chainBroadcasts) return a == Algorithm::ring;
+  const size_t pinnedChain = coll == Collective::reduce ? pinnedChainReducesFrom(n) : SIZE_MAX;
   if (a == Algorithm::ring && link_.chainsWaitForCores &&
-      (coll == Collective::broadcast || coll == Collective::reduce)) {
+      (coll == Collective::broadcast || (coll == Collective::reduce && bytes < pinnedChain))) {
     return false;
   }
-  if (a == Algorithm::tree && coll == Collective::reduce && bytes >= link_.chainReducesFrom) {
+  if (a == Algorithm::tree && coll == Collective::reduce &&
+      (bytes >= link_.chainReducesFrom || bytes >= pinnedChain)) {
     return false;
   }
   if (a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::doubling) {
@@ -545,6 +552,13 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   }
   return !(a == Algorithm::tree && coll == Collective::broadcast &&
            bytes < link_.treeBroadcastFrom);
+}
+
+size_t Tuner::pinnedChainReducesFrom(int n) const {
+  if (!link_.chainsWaitForCores || (n & (n - 1)) == 0) return SIZE_MAX;
+  const int extraHops = std::max(0, n - 1 - int(log2Ceil(n)));
+  return std::max(link_.pinnedChainReducesFrom,
+                  link_.pinnedChainReduceBytesPerHop * size_t(extraHops));
 }
 
 // On every call: no allocation, no formatting.

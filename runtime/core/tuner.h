@@ -71,6 +71,12 @@ struct LinkCost {
   // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
   // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
   bool chainsWaitForCores = false;
+  // Except the reduces where n is not a power of two, whose blocks cut the binomial tree's
+  // subtrees: they take the chain from pinnedChainReducesFrom, or from
+  // pinnedChainReduceBytesPerHop times the hops the chain has beyond the tree's depth where
+  // that is more (Tuner::pinnedChainReducesFrom).
+  size_t pinnedChainReducesFrom = SIZE_MAX;
+  size_t pinnedChainReduceBytesPerHop = 0;
   // There, over tcp, where the binomial tree's edges cross between the blocks more often than
   // the chain's: broadcasts take the chain at every size (Tuner::pinnedInBlocksOverTcp).
   bool chainBroadcasts = false;
@@ -152,6 +158,8 @@ class Tuner {
   // `shared` (a link where ranks share cores) for ranks that are pinned to CPUs of their own
   // block of ranks (gyre-run --bind auto), not placed by the scheduler.
   static LinkCost pinnedInBlocks(LinkCost shared);
+  // Where ranks pinned in blocks take the chain's reduce at n (SIZE_MAX: nowhere).
+  size_t pinnedChainReducesFrom(int n) const;
   // Over tcp on one host with the ranks pinned in two blocks of CPUs (n even, so the relay n/2
   // after the root sits in the other block): small tree broadcasts alternate the two trees,
   // and the tree's all-reduces reach 1 MiB.

@@ -28,6 +28,13 @@ constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
 // 0.55-0.80 of the flat tree's time; from 256 KiB to 2 MiB 0.81-1.20 at n = 8 (docs/tuning.md).
 constexpr size_t kTcpBinomialScattersBelow = 256 << 10;
 constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
+// Pinned in blocks where n is not a power of two the chain's reduce led the tree's from 32 KiB
+// at n = 3 (1.2-1.6 times faster), 128 KiB at n = 5 (1.5-1.7), 512 KiB at n = 7 (1.1-1.3; the
+// tree 1.3-1.4 times faster at 128 KiB) and was level at 2 MiB at n = 6 (the tree ahead to 256
+// KiB): a crossing that moves with the chain's hops beyond the tree's depth, as the model's
+// does, but earlier (2026-12-03, docs/tuning.md).
+constexpr size_t kTcpPinnedChainReducesFrom = 32 << 10;
+constexpr size_t kTcpPinnedChainReduceBytesPerHop = 128 << 10;
 // There Bruck's all-gather beat the ring up to 512 KiB and lost from 1 MiB at n = 4, 6 and 8
 // (unpaced BBR, ranks pinned in blocks, 2026-12-03: n = 4, 512 KiB 130 against 147 us, 1 MiB
 // level; n = 8, 512 KiB 340 against 396 in one run, 479 against 455 in the next; 2 MiB the
@@ -91,6 +98,8 @@ LinkCost Tuner::tcpLoopback(int coresPerRank, bool ranksHaveCores) {
     cost.treeBroadcastFrom = kTcpSharedCoresTreeBroadcastFrom;
     cost.treeReduceRootPerChild = true;
     cost.chainReducesFrom = kTcpSharedCoresChainReduceFrom;
+    cost.pinnedChainReducesFrom = kTcpPinnedChainReducesFrom;
+    cost.pinnedChainReduceBytesPerHop = kTcpPinnedChainReduceBytesPerHop;
     cost.bruckAllGathersBelow = kTcpSharedCoresBruckAllGathersBelow;
     cost.doublingAllReducesBelow = kTcpSharedCoresDoublingAllReducesBelow;
     cost.halvingAllReducesBelow = kTcpSharedCoresHalvingAllReducesBelow;

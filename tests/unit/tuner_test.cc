@@ -296,6 +296,37 @@ TEST_CASE("pinned in two blocks over tcp: small tree broadcasts relay every othe
   CHECK(twoBlocks.choose(Collective::broadcast, 8, 4).algorithm == Algorithm::tree);
 }
 
+TEST_CASE("pinned in blocks: reduces take the chain where n is not a power of two") {
+  const Tuner shm(Tuner::pinnedInBlocks(Tuner::sharedMemory(false)), "", kChunk, kSlot);
+  const Tuner tcp(Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false)), "", kChunk, kSlot);
+  auto reduce = [](const Tuner& t, size_t bytes, int n) {
+    return t.choose(Collective::reduce, bytes, n).algorithm;
+  };
+  for (int n : {3, 5, 6, 7}) {
+    CAPTURE(n);
+    CHECK(shm.pinnedChainReducesFrom(n) == size_t(128) << 10);
+    CHECK(reduce(shm, 64 << 10, n) == Algorithm::tree);
+    CHECK(reduce(shm, 128 << 10, n) == Algorithm::ring);
+    CHECK(reduce(shm, 16 << 20, n) == Algorithm::ring);
+    // Over tcp from 128 KiB per hop past the tree's depth, 32 KiB at least.
+    const int hops = n - 1 - (n <= 4 ? 2 : 3);  // the chain's n - 1 against ceil(log2 n)
+    const size_t from = std::max(size_t(32) << 10, (size_t(128) << 10) * size_t(hops));
+    CHECK(tcp.pinnedChainReducesFrom(n) == from);
+    CHECK(reduce(tcp, from - 1, n) == Algorithm::tree);
+    CHECK(reduce(tcp, from, n) == Algorithm::ring);
+    // Broadcasts keep the tree.
+    CHECK(shm.choose(Collective::broadcast, 16 << 20, n).algorithm == Algorithm::tree);
+  }
+  for (int n : {4, 8}) {
+    CAPTURE(n);
+    CHECK(shm.pinnedChainReducesFrom(n) == SIZE_MAX);
+    CHECK(reduce(shm, 16 << 20, n) == Algorithm::tree);
+    CHECK(reduce(tcp, 16 << 20, n) == Algorithm::tree);
+  }
+  // Floating ranks keep their own bound.
+  CHECK(Tuner(Tuner::sharedMemory(false), "", kChunk, kSlot).pinnedChainReducesFrom(3) == SIZE_MAX);
+}
+
 TEST_CASE("pinned in blocks over tcp: broadcasts take the chain where the tree crosses more") {
   // Blocks {0,1,2} and {3,4,5}: the binomial tree's edges 0-4 and 2-3 cross, the chain's 2-3
   // alone; blocks of four ranks split the tree where its subtrees do (0-4 alone).
