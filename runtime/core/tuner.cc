@@ -501,7 +501,7 @@ size_t Tuner::doublingBound(Collective coll, int n) const {
       return pow2 ? std::max(link_.doublingAllReducesBelow, link_.halvingAllReducesBelow)
                   : link_.doublingAllReducesBelow;
     case Collective::reduce_scatter:
-      if (n < 4) return 0;
+      if (n < 3) return 0;
       return pow2 ? link_.halvingReduceScattersBelow : link_.doublingReduceScattersBelow;
     case Collective::all_gather:
       return n > 2 ? link_.bruckAllGathersBelow : 0;

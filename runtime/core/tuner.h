@@ -91,7 +91,7 @@ struct LinkCost {
   // size for n = 4, 6 and 8, where the model's moves with n.
   size_t bruckAllGathersBelow = 0;
   // Likewise reduce-scatters take `rd` (recursive halving for a power-of-two n, else the
-  // whole buffer all-reduced by doubling, from n = 4) below these, the ring from them, and
+  // whole buffer all-reduced by doubling, from n = 3) below these, the ring from them, and
   // all-reduces of n > 2 the doubling below `doublingAllReducesBelow`, the ring or the tree
   // (the model's choice of the two) from it.
   size_t halvingReduceScattersBelow = 0;

@@ -59,7 +59,8 @@ constexpr size_t kTcpSharedCoresHalvingAllReducesBelow = 2 << 20;
 // (2026-12-03: 32 KiB 45-130 against 53-203 us, 63 KiB 55 and 107 against 59 and 126 at n = 4 and
 // 6; 64 KiB the ring 1.04-1.54 times faster), where a message outgrows one loopback segment (MTU 64
 // KiB); the model crossed at 21 KiB (n = 4), 51 KiB (n = 8) and 9 KiB (n = 6, whose doubling folds
-// two ranks in and out).
+// two ranks in and out). At n = 3 too: 18-22 against the ring's 23-27 us from 12 B to 12 KiB,
+// 30-31 against 32-34 at 48 KiB, launched alone, where the model kept the ring.
 constexpr size_t kTcpSharedCoresDoublingReduceScattersBelow = 63 << 10;
 // The recursive halving (power-of-two n) beat the ring from 64 B to 512 KiB at n = 4 and 8 on
 // 2 cores (64 B: 24 against 40 us at n = 4, 74 against 185 at n = 8; 256 KiB 83 and 223

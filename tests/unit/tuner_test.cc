@@ -188,11 +188,12 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
   }
   CHECK(tcpRoomy.choose(Collective::all_gather, 64 << 10, 4).algorithm == Algorithm::doubling);
   CHECK(tcpRoomy.choose(Collective::all_gather, 512 << 10, 4).algorithm == Algorithm::ring);
-  // The reduce-scatter's rd from n = 4: the halving below 1 MiB where n is a power of two,
+  // The reduce-scatter's rd from n = 3: the halving below 1 MiB where n is a power of two,
   // the whole-buffer doubling below 63 KiB elsewhere; the ring from there.
-  for (int n : {4, 6, 8}) {
+  for (int n : {3, 4, 6, 8}) {
     CAPTURE(n);
-    const size_t below = n == 6 ? size_t(63) << 10 : size_t(1) << 20;
+    const bool pow2 = (n & (n - 1)) == 0;
+    const size_t below = pow2 ? size_t(1) << 20 : size_t(63) << 10;
     for (size_t bytes : {size_t(8), size_t(16) << 10, below - 1}) {
       CAPTURE(bytes);
       CHECK(tcpShared.choose(Collective::reduce_scatter, bytes, n).algorithm ==
@@ -203,7 +204,7 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
   // Priced as halving: at n = 8 the whole-buffer doubling would cost three buffers.
   CHECK(tcpShared.predictUs(Algorithm::doubling, Collective::reduce_scatter, 1 << 20, 8) <
         tcpShared.predictUs(Algorithm::doubling, Collective::all_reduce, 1 << 20, 8));
-  CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 3).algorithm == Algorithm::ring);
+  CHECK(tcpShared.choose(Collective::reduce_scatter, 32 << 10, 2).algorithm == Algorithm::ring);
   // The all-reduce's doubling below 160 KiB from n = 3, the ring from there (at 8 ranks or more
   // the tree takes 64-512 KiB: below); at n = 4 halving, then doubling, up to 2 MiB.
   for (int n : {3, 4, 5, 6}) {
