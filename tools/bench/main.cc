@@ -369,12 +369,23 @@ int main(int argc, char** argv) {
   app.add_flag("--per-call", perCall,
                "also time each call: percentiles of rank 0, calls over 1 ms and sleeps of the "
                "calling threads (host buffers)");
+  double gapUs = 0;
+  app.add_option("--gap-us", gapUs,
+                 "sleep this long on every rank after each timed call, as calls that come now and "
+                 "then (waiters go past their busy phase); the time shown is the calls' alone "
+                 "(host buffers, -n calls)");
   CLI11_PARSE(app, argc, argv);
   try {
     o.minBytes = parseSize(minText);
     o.maxBytes = parseSize(maxText);
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "gyre-bench: %s\n", e.what());
+    return 2;
+  }
+  if (gapUs > 0 && (o.cuda || o.batch > 1 || perCall || seconds > 0)) {
+    std::fprintf(stderr,
+                 "gyre-bench: --gap-us times -n host calls (no --cuda, --batch, "
+                 "--per-call, --seconds)\n");
     return 2;
   }
   if (perCall && (o.cuda || o.batch > 1)) {
@@ -518,14 +529,24 @@ int main(int argc, char** argv) {
     run.barrier();
     PerCall calls(perCall ? iters : 0);
     const auto t0 = std::chrono::steady_clock::now();
+    double gapsUs = 0;  // --gap-us: the sleeps, left out of the time
     if (perCall) {
       for (int i = 0; i < iters; ++i) calls.time(i, [&] { run.once(); });
     } else {
-      for (int i = 0; i < iters; ++i) run.once();
+      for (int i = 0; i < iters; ++i) {
+        run.once();
+        if (gapUs <= 0) continue;
+        const auto slept = std::chrono::steady_clock::now();
+        usleep(useconds_t(gapUs));
+        gapsUs +=
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - slept)
+                .count();
+      }
     }
     run.finish();
     const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+        (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() -
+         gapsUs) /
         iters;
     calls.end();
     const double time = run.maxOverRanks(us);
