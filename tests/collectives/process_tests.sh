@@ -65,6 +65,23 @@ bench)
     fail "--peer-iters without --seconds was accepted"
   fi
   grep -q -- '--peer-iters needs --seconds' "$out.seconds" || fail "--peer-iters: no reason given"
+  # --gap-us: 20 calls, each followed by 5 ms asleep on every rank; the time shown is the calls'
+  # own, so far below the gap, while the run takes the gaps' 100 ms at least.
+  start=$(date +%s%N)
+  GYRE_TIMEOUT=60 timeout 120 "$run" -n 2 "$bin/gyre-bench" all_reduce -b 8 -e 8 -n 20 -w 1 \
+    --gap-us 5000 >"$out.gap" 2>&1 || fail "gyre-bench --gap-us exited $?"
+  elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+  cat "$out.gap" >>"$out"
+  gap_us=$(awk '$1 == "[0]" && $2 == 8 { print $7 }' "$out.gap")
+  [ -n "$gap_us" ] || fail "--gap-us: no time in the output"
+  awk -v t="$gap_us" -v e="$elapsed_ms" 'BEGIN { exit !(t > 0 && t < 2500 && e >= 100) }' ||
+    fail "--gap-us 5000: $gap_us us a call over ${elapsed_ms} ms, not the calls' own time"
+  grep -E '^\[0\] +8 ' "$out.gap" | awk '$NF != 0 { bad = 1 } END { exit bad }' ||
+    fail "--gap-us: #wrong != 0"
+  if "$bin/gyre-bench" all_reduce --gap-us 10 --seconds 0.1 >"$out.gap" 2>&1; then
+    fail "--gap-us with --seconds was accepted"
+  fi
+  grep -q -- '--gap-us times -n host calls' "$out.gap" || fail "--gap-us: no reason given"
   # The peers' bounds where a script passes theirs: a floor over a short target, a ceiling, and
   # a time limit that leaves the 3 calls every row keeps.
   for bounds in "7 -b 1M -e 1M --seconds 0.00001 --peer-min-iters 7" \
