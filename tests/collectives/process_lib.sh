@@ -5,7 +5,7 @@ case_name=$2
 run=$bin/gyre-run
 walk=$bin/walkthrough
 out=$(mktemp)
-trap 'rm -f "$out" "$out.per-call" "$out.rank1"' EXIT
+trap 'rm -f "$out" "$out".*' EXIT
 fail() { echo "FAIL: $*"; echo "--- output ---"; cat "$out"; exit 1; }
 
 # Fails unless each of RANKS printed a line matching the extended regex PATTERN after its
