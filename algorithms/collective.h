@@ -41,6 +41,8 @@ struct CollectivePlan {
   int32_t localRanks = 1;
   // A tree broadcast down the relayed tree (tree.h: relayedBinomialNode).
   bool relayed = false;
+  // A ring broadcast from the root to root - 1 first (ring.h: ringBroadcast).
+  bool reversed = false;
   // A tree scatter down the binomial tree (tree.h: binomialScatter), else the flat one.
   bool binomial = false;
   // An all-reduce by doubling halves, then doubles (doubling.h: halvingDoublingAllReduce) where
@@ -129,7 +131,7 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       if (plan.algorithm == Algorithm::tree) {
         return a::binomialBroadcast(p, rank, n, root, part, plan.relayed);
       }
-      return a::ringBroadcast(p, rank, n, root, part, chunk);
+      return a::ringBroadcast(p, rank, n, root, part, chunk, plan.reversed);
     case Collective::reduce:
       if (plan.algorithm == Algorithm::tree) return a::binomialReduce(p, rank, n, root, part);
       return a::ringReduce(p, rank, n, root, part);

@@ -128,17 +128,21 @@ GYRE_HD void ringReduceScatter(Prims& p, int rank, int n, size_t count, size_t c
   }
 }
 
-// recv[i] = send of root [i] on every rank; a pipeline along the ring starting at root. The
-// root sends and goes on: ranks that each believe they are root leave data in each other's
-// links, which their next call meets (binomialBroadcast).
+// recv[i] = send of root [i] on every rank; a pipeline along the ring starting at root, to
+// root + 1 first or, `reversed`, to root - 1. The root sends and goes on: ranks that each
+// believe they are root leave data in each other's links, which their next call meets
+// (binomialBroadcast).
 template <class Prims>
-GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, size_t chunkElems) {
+GYRE_HD void ringBroadcast(Prims& p, int rank, int n, int root, size_t count, size_t chunkElems,
+                           bool reversed = false) {
   if (n == 1) {
     p.localCopy(0, 0, count);
     return;
   }
-  ringPeers(p, rank, n);
-  const int position = mod(rank - root, n);
+  const int step = reversed ? -1 : 1;
+  const int prev = mod(rank - step, n), next = mod(rank + step, n);
+  p.setPeers(&prev, 1, &next, 1);
+  const int position = mod((rank - root) * step, n);
   // A middle rank forwards half a link at a time, so the next hop receives one half while this
   // rank fills the other. Two ranks have no middle: the root streams the whole buffer through
   // one primitive, whose sends leave in batches as large as the link (over tcp 15-35 % faster

@@ -95,6 +95,8 @@ CollectivePlan Communicator::Impl::plan(const OpDesc& desc, size_t bytes, Algori
   shape.hosts = planHosts;
   shape.localRanks = planLocalRanks;
   shape.relayed = tuner->relaysBroadcast(bytes, desc.seq);
+  shape.reversed = desc.coll == Collective::broadcast && desc.root >= 0 &&
+                   size_t(desc.root) < reversedChains.size() && reversedChains[size_t(desc.root)];
   shape.binomial = tuner->binomialScatter(bytes);
   shape.halving = desc.coll == Collective::all_reduce && algorithm == Algorithm::doubling &&
                   tuner->halvesAllReduce(bytes, config.nranks);

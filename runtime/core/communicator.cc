@@ -307,6 +307,7 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
     std::vector<std::vector<int>> cpusOfRank;
     for (const auto& p : peers) cpusOfRank.push_back(p.cpus);
     slowest = Tuner::pinnedInBlocksOverTcp(slowest, cpusOfRank);
+    reversedChains = Tuner::reversedChains(cpusOfRank);
   }
   if (config.nranks > 1 && ranksHaveCores) placementPartner = 1;
   for (int r = 1; ranksPinnedInBlocks && placementPartner < 0 && r < config.nranks; ++r) {

@@ -76,6 +76,7 @@ struct Communicator::Impl {
   std::unique_ptr<OneShot> oneShot;
   BusyPhase busy;                    // of every wait (config.spin resolved)
   bool ranksHaveCores = false;       // one core per rank on this host
+  std::vector<bool> reversedChains;  // per root: its chain broadcast runs to root - 1 first
   bool ranksPinnedInBlocks = false;  // ranks share cores, each block on CPUs of its own
   // The rank whose CPU rank 0 probes against (host_window.cc): 1 where every rank has a core,
   // the first rank of another block where ranks are pinned in blocks, else none (-1).

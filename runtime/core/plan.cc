@@ -33,6 +33,8 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   plan.chunkElems = std::max<size_t>(1, size_t(shape.nSlots / 2) * shape.slotBytes / es);
   plan.ahead = int(std::max<uint32_t>(1, shape.nSlots / 2) - 1);
   plan.relayed = tree && coll == Collective::broadcast && shape.relayed;
+  plan.reversed =
+      plan.algorithm == Algorithm::ring && coll == Collective::broadcast && shape.reversed;
   plan.binomial = tree && coll == Collective::scatter && shape.binomial;
   plan.halving = doubling && coll == Collective::all_reduce && shape.halving;
   if (hierarchical) {

@@ -20,6 +20,8 @@ struct PlanShape {
   int localRanks = 1;
   // A tree broadcast takes the relayed tree (CollectivePlan::relayed).
   bool relayed = false;
+  // A ring broadcast runs to root - 1 first (CollectivePlan::reversed).
+  bool reversed = false;
   // A tree scatter takes the binomial tree (CollectivePlan::binomial).
   bool binomial = false;
   // An all-reduce by doubling halves, then doubles (CollectivePlan::halving).

@@ -77,8 +77,9 @@ struct LinkCost {
   // that is more (Tuner::pinnedChainReducesFrom).
   size_t pinnedChainReducesFrom = SIZE_MAX;
   size_t pinnedChainReduceBytesPerHop = 0;
-  // There, over tcp, where the binomial tree's edges cross between the blocks more often than
-  // the chain's: broadcasts take the chain at every size (Tuner::pinnedInBlocksOverTcp).
+  // There, over tcp, where a broadcast from rank 0 down the chain keeps the busiest block's CPU
+  // less busy than down the binomial tree: broadcasts take the chain at every size
+  // (Tuner::pinnedInBlocksOverTcp).
   bool chainBroadcasts = false;
   // Tree broadcasts below this take the relayed tree every other call (algorithms/tree.h:
   // relayedBinomialNode), so the root's CPU does not make the root's sends every call.
@@ -165,14 +166,17 @@ class Tuner {
   // and the tree's all-reduces reach 1 MiB.
   static LinkCost pinnedInTwoBlocksOverTcp(LinkCost pinned);
   // Over tcp on one host with the ranks pinned in blocks, rank r on the CPUs cpusOfRank[r]:
-  // sets chainBroadcasts where a broadcast from rank 0 down the binomial tree crosses between
-  // blocks more often than down the chain (docs/tuning_tcp.md).
+  // sets chainBroadcasts where a broadcast from rank 0 down the chain, either way, makes fewer
+  // socket calls on its busiest block than down the binomial tree (docs/tuning_tcp.md).
   static LinkCost pinnedInBlocksOverTcp(LinkCost pinned,
                                         const std::vector<std::vector<int>>& cpusOfRank);
-  // How many of the edges of a broadcast from rank 0 down the binomial tree (or the chain, in
-  // rank order) join ranks of different blocks, rank r in block blockOfRank[r].
-  static int treeBlockCrossings(const std::vector<int>& blockOfRank);
-  static int chainBlockCrossings(const std::vector<int>& blockOfRank);
+  // There, per root: whether its chain broadcast runs to root - 1 first (CollectivePlan::
+  // reversed), where that way makes fewer socket calls on the busiest block.
+  static std::vector<bool> reversedChains(const std::vector<std::vector<int>>& cpusOfRank);
+  // The sends and receives a broadcast from `root` makes on its busiest block of ranks, rank r
+  // in block blockOfRank[r]: a small tcp broadcast in a loop runs at that block's pace.
+  enum class BroadcastShape { tree, chain, reversedChain };
+  static int busiestBlockCalls(const std::vector<int>& blockOfRank, BroadcastShape shape, int root);
 
   // Ranks lie host by host, `localRanks` on each of `hosts`, and reach each other inside a
   // host over `intraHost`: the hierarchical all-reduce becomes a candidate, priced with

@@ -123,36 +123,58 @@ LinkCost Tuner::tcpNetwork(int coresPerRank, double gbits) {
   return cost;
 }
 
-// Pinned in blocks over tcp, the binomial tree's broadcast kept up with the chain's where the
-// blocks split it where its subtrees part (n = 3, 4, 7, 8 on 2 cores: level or ahead) and lost
-// at every size where a block boundary cuts a subtree, so its edges cross twice or more
-// against the chain's once: n = 5 and 6 (blocks of 3 and 2, 3 and 3) 1.5-2.8 times the chain's
-// time at 8 B-512 B, 1.13-1.22 at 256 KiB-4 MiB; n = 10 and 12, 1.4-1.8 at 8-512 B, 1.18 at
-// 256 KiB, level at 32 KiB and 2 MiB (2026-12-03, docs/tuning_tcp.md).
-int Tuner::treeBlockCrossings(const std::vector<int>& blockOfRank) {
-  const int n = int(blockOfRank.size());
-  int crossings = 0;
-  for (int r = 1; r < n; ++r) {
-    crossings += blockOfRank[size_t(algo::binomialNode(r, n, 0).parent)] != blockOfRank[size_t(r)];
-  }
-  return crossings;
-}
-
-int Tuner::chainBlockCrossings(const std::vector<int>& blockOfRank) {
-  int crossings = 0;
-  for (size_t r = 1; r < blockOfRank.size(); ++r) crossings += blockOfRank[r - 1] != blockOfRank[r];
-  return crossings;
-}
-
-LinkCost Tuner::pinnedInBlocksOverTcp(LinkCost pinned,
-                                      const std::vector<std::vector<int>>& cpusOfRank) {
+// Pinned in blocks over tcp, a small broadcast in a loop runs at the pace of the block whose
+// CPU makes the most socket calls (sends and receives). The tree lost where its busiest block
+// made more than the chain's (n = 5 and 6 on 2 cores: 6 against 5, the tree 1.5-2.8 times the
+// chain's time at 8-512 B, 1.13-1.22 at 256 KiB-4 MiB; n = 10: 11 against 9) and kept up where
+// they tied (n = 4 and 8). Run the other way round, root first to root - 1, the chain evens out
+// blocks of unequal size (n = 3: 2 and 2 against 3 and 1; the tree's 7.0-9.3 us at 8 B against
+// 2.8-4.6, at n = 5 14.6-21.5 against 3.5-4.2, at n = 7 14.7-15.8 against 5.2-5.6; 2026-12-03,
+// docs/tuning_tcp.md).
+namespace {
+std::vector<int> blocksOf(const std::vector<std::vector<int>>& cpusOfRank) {
   std::vector<int> blockOfRank;
   for (const auto& cpus : cpusOfRank) {
     const auto first = std::find(cpusOfRank.begin(), cpusOfRank.end(), cpus);
     blockOfRank.push_back(int(first - cpusOfRank.begin()));  // named by its first rank
   }
-  pinned.chainBroadcasts = treeBlockCrossings(blockOfRank) > chainBlockCrossings(blockOfRank);
+  return blockOfRank;
+}
+}  // namespace
+
+int Tuner::busiestBlockCalls(const std::vector<int>& blockOfRank, BroadcastShape shape, int root) {
+  const int n = int(blockOfRank.size());
+  std::vector<int> calls(size_t(n), 0);
+  for (int r = 0; r < n; ++r) {
+    int sends = 0;
+    if (shape == BroadcastShape::tree) {
+      sends = algo::binomialNode(r, n, root).nChildren;
+    } else {
+      const int step = shape == BroadcastShape::reversedChain ? -1 : 1;
+      sends = algo::mod((r - root) * step, n) < n - 1 ? 1 : 0;
+    }
+    calls[size_t(blockOfRank[size_t(r)])] += sends + (r != root ? 1 : 0);
+  }
+  return *std::max_element(calls.begin(), calls.end());
+}
+
+LinkCost Tuner::pinnedInBlocksOverTcp(LinkCost pinned,
+                                      const std::vector<std::vector<int>>& cpusOfRank) {
+  const std::vector<int> blocks = blocksOf(cpusOfRank);
+  const int chain = std::min(busiestBlockCalls(blocks, BroadcastShape::chain, 0),
+                             busiestBlockCalls(blocks, BroadcastShape::reversedChain, 0));
+  pinned.chainBroadcasts = chain < busiestBlockCalls(blocks, BroadcastShape::tree, 0);
   return pinned;
+}
+
+std::vector<bool> Tuner::reversedChains(const std::vector<std::vector<int>>& cpusOfRank) {
+  const std::vector<int> blocks = blocksOf(cpusOfRank);
+  std::vector<bool> reversed;
+  for (int root = 0; root < int(blocks.size()); ++root) {
+    reversed.push_back(busiestBlockCalls(blocks, BroadcastShape::reversedChain, root) <
+                       busiestBlockCalls(blocks, BroadcastShape::chain, root));
+  }
+  return reversed;
 }
 
 LinkCost Tuner::pinnedInTwoBlocksOverTcp(LinkCost pinned) {

@@ -28,6 +28,12 @@ bench)
   # Four ranks on two CPUs, pinned in halves: over tcp small broadcasts relay every other call.
   GYRE_TIMEOUT=60 timeout 120 taskset -c 0,1 "$run" -n 4 "$bin/gyre-bench" broadcast -b 8 -e 32K -f 8 -n 9 -w 1 \
     >>"$out" 2>&1 || fail "gyre-bench broadcast on two CPUs exited $?"
+  # Five ranks there, blocks of three and two: over tcp broadcasts take the chain, from rank 0
+  # the way round that goes to rank 4 first (the other block), from rank 3 the usual way.
+  for root in 0 3; do
+    GYRE_TIMEOUT=60 timeout 120 taskset -c 0,1 "$run" -n 5 "$bin/gyre-bench" broadcast -r $root \
+      -b 8 -e 1M -f 64 -n 5 -w 1 >>"$out" 2>&1 || fail "gyre-bench broadcast from $root exited $?"
+  done
   rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
   [ "$rows" -ge 33 ] || fail "expected 33 result rows, got $rows"
   bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)

@@ -165,9 +165,9 @@ TEST_CASE("ring reduce_scatter: every n, count and op") {
   });
 }
 
-TEST_CASE("broadcast: ring, binomial tree and relayed tree, every n, count and root") {
-  for (int shape : {0, 1, 2}) {  // ring, binomial tree, relayed tree
-    const bool tree = shape > 0;
+TEST_CASE("broadcast: ring either way, binomial tree and relayed tree, every n, count and root") {
+  for (int shape : {0, 1, 2, 3}) {  // ring, binomial tree, relayed tree, reversed ring
+    const bool tree = shape == 1 || shape == 2;
     for (int n = 1; n <= 9; ++n) {
       for (size_t count : awkwardCounts(n)) {
         for (int root = 0; root < n; ++root) {
@@ -182,7 +182,7 @@ TEST_CASE("broadcast: ring, binomial tree and relayed tree, every n, count and r
             if (tree) {
               algo::binomialBroadcast(p, r, n, root, count, /*relayed=*/shape == 2);
             } else {
-              algo::ringBroadcast(p, r, n, root, count, net.chunkElems());
+              algo::ringBroadcast(p, r, n, root, count, net.chunkElems(), /*reversed=*/shape == 3);
             }
           });
           size_t total = 0;

@@ -1,6 +1,9 @@
 // The tuner's choices from its model, and what GYRE_ALGO may force.
 #include <doctest/doctest.h>
 
+#include <array>
+#include <map>
+
 #include "base/status.h"
 #include "link/mailbox.h"
 #include "runtime/core/tuner.h"
@@ -328,43 +331,48 @@ TEST_CASE("pinned in blocks: reduces take the chain where n is not a power of tw
   CHECK(Tuner(Tuner::sharedMemory(false), "", kChunk, kSlot).pinnedChainReducesFrom(3) == SIZE_MAX);
 }
 
-TEST_CASE("pinned in blocks over tcp: broadcasts take the chain where the tree crosses more") {
-  // Blocks {0,1,2} and {3,4,5}: the binomial tree's edges 0-4 and 2-3 cross, the chain's 2-3
-  // alone; blocks of four ranks split the tree where its subtrees do (0-4 alone).
-  const std::vector<int> threes{0, 0, 0, 3, 3, 3}, fours{0, 0, 0, 0, 4, 4, 4, 4};
-  CHECK(Tuner::treeBlockCrossings(threes) == 2);
-  CHECK(Tuner::chainBlockCrossings(threes) == 1);
-  CHECK(Tuner::treeBlockCrossings(fours) == 1);
-  CHECK(Tuner::chainBlockCrossings(fours) == 1);
-  CHECK(Tuner::treeBlockCrossings({0, 0, 2}) == 1);        // n = 3: 0-2
-  CHECK(Tuner::treeBlockCrossings({0, 0, 0, 3, 3}) == 2);  // n = 5: 0-4, 2-3
-  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
-  auto cpus = [](int n, int perBlock) {
+TEST_CASE("pinned in blocks over tcp: broadcasts take the shape with the least busy block") {
+  using Shape = Tuner::BroadcastShape;
+  // Blocks as gyre-run makes them on 2 CPUs: the first (n + 1) / 2 ranks, then the others.
+  auto blocks = [](int n) {
+    std::vector<int> b;
+    for (int r = 0; r < n; ++r) b.push_back(r < (n + 1) / 2 ? 0 : (n + 1) / 2);
+    return b;
+  };
+  auto cpus = [](int n) {
     std::vector<std::vector<int>> c;
-    for (int r = 0; r < n; ++r) c.push_back({r / perBlock});
+    for (int r = 0; r < n; ++r) c.push_back({r < (n + 1) / 2 ? 0 : 1});
     return c;
   };
-  for (int n : {5, 6, 10, 12}) {
+  // Sends and receives on the busiest block, from rank 0: tree, chain, reversed chain. At
+  // n = 6 the tree's root makes three sends beside rank 2's one on the first block; at n = 3
+  // the reversed chain 0-2-1 gives each block two calls where the chain gives the first three.
+  const std::map<int, std::array<int, 3>> expected{
+      {3, {3, 3, 2}}, {4, {3, 3, 4}}, {5, {6, 5, 4}},    {6, {6, 5, 6}},
+      {7, {7, 7, 6}}, {8, {7, 7, 8}}, {10, {11, 9, 10}}, {12, {12, 11, 12}}};
+  const LinkCost pinned = Tuner::pinnedInBlocks(Tuner::tcpLoopback(1, false));
+  for (const auto& [n, calls] : expected) {
     CAPTURE(n);
-    const LinkCost link = Tuner::pinnedInBlocksOverTcp(pinned, cpus(n, (n + 1) / 2));
-    CHECK(link.chainBroadcasts);
+    CHECK(Tuner::busiestBlockCalls(blocks(n), Shape::tree, 0) == calls[0]);
+    CHECK(Tuner::busiestBlockCalls(blocks(n), Shape::chain, 0) == calls[1]);
+    CHECK(Tuner::busiestBlockCalls(blocks(n), Shape::reversedChain, 0) == calls[2]);
+    const bool chain = std::min(calls[1], calls[2]) < calls[0];
+    const LinkCost link = Tuner::pinnedInBlocksOverTcp(pinned, cpus(n));
+    CHECK(link.chainBroadcasts == chain);
+    CHECK(Tuner::reversedChains(cpus(n))[0] == (calls[2] < calls[1]));
     const Tuner t(link, "", kChunk, kSlot);
     for (size_t bytes : {size_t(8), size_t(4) << 10, size_t(256) << 10, size_t(16) << 20}) {
       CAPTURE(bytes);
-      CHECK(t.choose(Collective::broadcast, bytes, n).algorithm == Algorithm::ring);
+      CHECK(t.choose(Collective::broadcast, bytes, n).algorithm ==
+            (chain ? Algorithm::ring : Algorithm::tree));
     }
-    // Reduces send once from every rank down either shape: the tree stays.
+    // Reduces send once from every rank down either shape: small ones keep the tree.
     CHECK(t.choose(Collective::reduce, 8, n).algorithm == Algorithm::tree);
   }
-  for (int n : {3, 4, 7, 8}) {
-    CAPTURE(n);
-    const LinkCost link = Tuner::pinnedInBlocksOverTcp(pinned, cpus(n, (n + 1) / 2));
-    CHECK_FALSE(link.chainBroadcasts);
-    CHECK(Tuner(link, "", kChunk, kSlot).choose(Collective::broadcast, 8, n).algorithm ==
-          Algorithm::tree);
-  }
+  // A root alone on its block gains nothing either way: the chain runs forward.
+  CHECK_FALSE(Tuner::reversedChains(cpus(3))[2]);
   // GYRE_ALGO still forces the tree.
-  const Tuner forced(Tuner::pinnedInBlocksOverTcp(pinned, cpus(6, 3)), "tree", kChunk, kSlot);
+  const Tuner forced(Tuner::pinnedInBlocksOverTcp(pinned, cpus(6)), "tree", kChunk, kSlot);
   CHECK(forced.choose(Collective::broadcast, 8, 6).algorithm == Algorithm::tree);
 }
 
