@@ -1,17 +1,18 @@
-/* Small messages one way over loopback tcp, as a two-rank rooted call in a loop makes them (the
- * leaf of a reduce or gather sends, the root only receives), against a round trip. CPU 1 sends
- * BYTES-byte messages with TCP_NODELAY; CPU 0 receives each with a non-blocking recv, and between
- * tries either polls again at once (spin: what a waiter in its busy phase does) or sleeps in
- * poll() until data comes (block). Prints µs per message, the receiver's recv calls per message
- * and the segments it sent per message (tcpi_segs_out: in the stream, all acknowledgements).
- * `pingpong` sends each message back and prints the round trip instead. Built as build/tools/gyre-probe-tcp_one_way:
- *   for w in spin block; do build/tools/gyre-probe-tcp_one_way stream $w 512; done
- *   for w in spin block; do build/tools/gyre-probe-tcp_one_way pingpong $w 64; done
- * Usage: tcp_one_way stream|pingpong spin|block BYTES [MESSAGES=200000] */
+// Small messages one way over loopback tcp, as a two-rank rooted call in a loop makes them (the
+// leaf of a reduce or gather sends, the root only receives), against a round trip. CPU 1 sends
+// BYTES-byte messages with TCP_NODELAY; CPU 0 receives each with a non-blocking recv, and between
+// tries either polls again at once (spin: what a waiter in its busy phase does) or sleeps in
+// poll() until data comes (block). Prints µs per message, the receiver's recv calls per message
+// and the segments it sent per message (tcpi_segs_out: in the stream, all acknowledgements).
+// `pingpong` sends each message back and prints the round trip instead. Built as
+// build/tools/gyre-probe-tcp_one_way:
+//   for w in spin block; do build/tools/gyre-probe-tcp_one_way stream $w 512; done
+//   for w in spin block; do build/tools/gyre-probe-tcp_one_way pingpong $w 64; done
+// Usage: tcp_one_way stream|pingpong spin|block BYTES [MESSAGES=200000]
 #include "probe.h"
 
-#include <netinet/in.h>
 #include <linux/tcp.h> /* tcp_info with tcpi_segs_out, which glibc's lacks */
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
