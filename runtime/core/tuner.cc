@@ -19,11 +19,14 @@ constexpr double kShmBetaBytesUs = 8000.0;
 // far apart the ranks' CPUs sit: at n = 2, 16 KiB to 16 MiB, the ring took 0.65-0.75 times the
 // doubling's time where one cache line went between them and back in 70-80 ns, and 1.4-1.6
 // times where it took 290-390 ns (docs/tuning_shm.md). The communicator's probe bounces two lines,
-// one written by each rank: 115-150 ns close, 530-545 far apart on that machine. Unmeasured,
-// the CPUs are taken to be close.
+// one written by each rank: 115-150 ns close, 475-550 far apart on that machine. On a mesh of
+// many cores it took 257-452 ns between two CPUs that one line crossed in 120-180 (line_pingpong)
+// and where streamed slots took 1.3-2 times the cached ones' time (n = 2 all-reduce, 16 KiB to
+// 16 MiB): far apart starts above that (docs/tuning_shm.md). Unmeasured, the CPUs are taken to
+// be close.
 constexpr double kShmWholeBufferStep = 1.5;
 constexpr double kShmFarWholeBufferStep = 0.7;
-constexpr double kFarRoundTripNs = 300;
+constexpr double kFarRoundTripNs = 460;
 constexpr double kSharedCacheRoundTripNs = 80;
 // Far apart, every line a slot or a post carries crosses at that distance twice (written on
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at

@@ -142,7 +142,7 @@ class Tuner {
   // (GYRE_SLOT_STORES=auto), which the reader takes from memory at nearly the close pace.
   static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0,
                                bool streamsWhenFar = true);
-  // The same where the CPUs are known to sit close or `farApart` (a round trip of 300 ns or
+  // The same where the CPUs are known to sit close or `farApart` (a round trip of 460 ns or
   // more, two lines bounced, counts as far).
   static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar = true);
   static bool farApart(double roundTripNs);

@@ -80,8 +80,8 @@ TEST_CASE("over tcp the all-reduce takes the doubling, then the ring; never the 
 
 TEST_CASE("over shared memory the doubling pays where the ranks' CPUs sit far apart") {
   const Tuner close(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
-  const Tuner far(Tuner::sharedMemory(true, 450, /*streamsWhenFar=*/false), "", kChunk, kSlot);
-  const Tuner farStreamed(Tuner::sharedMemory(true, 450), "", kChunk, kSlot);
+  const Tuner far(Tuner::sharedMemory(true, 530, /*streamsWhenFar=*/false), "", kChunk, kSlot);
+  const Tuner farStreamed(Tuner::sharedMemory(true, 530), "", kChunk, kSlot);
   const Tuner unmeasured(Tuner::sharedMemory(true), "", kChunk, kSlot);
   const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
   // Two ranks, CPUs close: the ring's two half steps beat one exchange of the whole buffer
@@ -133,7 +133,7 @@ TEST_CASE("tcp rings per call: one per core each rank has to itself, each carryi
 
 TEST_CASE("ranks sharing cores: the doubling's whole-buffer steps cost more") {
   const size_t mib = size_t(1) << 20;
-  const Tuner roomy(Tuner::sharedMemory(true, 450, /*streamsWhenFar=*/false), "", kChunk, kSlot);
+  const Tuner roomy(Tuner::sharedMemory(true, 530, /*streamsWhenFar=*/false), "", kChunk, kSlot);
   const Tuner sleeping(Tuner::sharedMemory(false), "", kChunk, kSlot);
   // Partners reduce at the same time on the same cores: 16 MiB at n = 4 measured 2.5 times the
   // ring's time with the doubling on 2 cores. With cores of their own and far apart (slots
