@@ -132,7 +132,7 @@ std::string writePeerMemory(int pid, uint64_t address, const void* from, size_t 
   return movePeerMemory(pid, local, address, bytes, false);
 }
 
-double kernelCopyRatio() {
+KernelCopy measureKernelCopy() {
   constexpr size_t kBytes = size_t(1) << 20;
   constexpr int kTries = 6;
   // Page-aligned and apart, so neither copy meets the short-distance stall (base/copy_bytes.h).
@@ -148,12 +148,14 @@ double kernelCopyRatio() {
     copyBytes(to, from, kBytes);
     const auto t1 = Clock::now();
     if (!moveDirect(int(getpid()), to, reinterpret_cast<uint64_t>(from), kBytes, true).empty())
-      return 0;
+      return {};
     const auto t2 = Clock::now();
     best = std::min(best, t1 - t0);
     bestKernel = std::min(bestKernel, t2 - t1);
   }
-  return best.count() > 0 ? double(bestKernel.count()) / double(best.count()) : 0;
+  if (best.count() <= 0) return {};
+  return {double(bestKernel.count()) / double(best.count()),
+          std::chrono::duration<double, std::micro>(bestKernel).count()};
 }
 
 std::string checkReadsPeer(const MailState& peer) {

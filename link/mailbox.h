@@ -66,10 +66,15 @@ std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes);
 // Writes `bytes` from `from` to `address` of process `pid` (process_vm_writev: the kernel asks
 // for the same permission as for reading); "" or why not.
 std::string writePeerMemory(int pid, uint64_t address, const void* from, size_t bytes);
-// How many times a memcpy's time a copy through the kernel (process_vm_readv, what the shm single
-// copy and the direct reads use) takes on this core: 1 MiB of this process's own memory, the
-// fastest of a few of each (about a millisecond in all); 0 where the kernel refuses.
-double kernelCopyRatio();
+// A copy through the kernel (process_vm_readv, what the shm single copy and the direct reads
+// use) on this core: 1 MiB of this process's own memory, the fastest of a few (about a
+// millisecond in all), in microseconds and as a multiple of a memcpy's time; zeros where the
+// kernel refuses.
+struct KernelCopy {
+  double ratio = 0;
+  double microseconds = 0;
+};
+KernelCopy measureKernelCopy();
 // Whether this process may read and write `peer`'s memory: its `pid`, read where its owner
 // says it lies, is the one the window shows, and writes back. "" or why not.
 std::string checkReadsPeer(const MailState& peer);

@@ -107,7 +107,9 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
           (!tuner->forced() || config.slotStores == CommConfig::SlotStores::automatic);
       mine.append(" ").append(std::to_string(std::lround(ns))).append(" ");
       mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
-      mine.append(std::to_string(std::lround(100 * kernelCopyRatio())));
+      const KernelCopy copy = measureKernelCopy();
+      mine.append(std::to_string(std::lround(100 * copy.ratio))).append(" ");
+      mine.append(std::to_string(std::lround(copy.microseconds)));
     } else if (partner > 0 && config.rank == partner) {
       answerRoundTrips(*window.mailbox(partner).state, *window.mailbox(0).state, 2 * kProbeWait);
     }
@@ -131,10 +133,12 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   tuner->setOneShot(config.oneShotBytes);
   enableDirectRead();
   // Rank 0's figures, so every rank prices its calls alike and probes at the same calls.
-  long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0;
+  long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0, kernelCopyUs = 0;
   if (all[0].size() > 3) {
-    std::sscanf(all[0].c_str() + 3, "%ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent);
+    std::sscanf(all[0].c_str() + 3, "%ld %ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent,
+                &kernelCopyUs);
   }
+  tuner->setKernelCopyUs(double(kernelCopyUs));
   // Wakes without a notifier's fence only where every rank's sleeps order themselves.
   if (std::all_of(all.begin(), all.end(), [](const std::string& a) { return a[1] == 'b'; })) {
     oneShot->useSleeperBarriers();
@@ -177,7 +181,8 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     if (config.rank == 0) {
       GYRE_LOG(info, who() + ": a cache line between the CPUs of ranks 0 and " +
                          std::to_string(placementPartner) + " goes there and back in " +
-                         std::to_string(roundTripNs) + " ns");
+                         std::to_string(roundTripNs) + " ns; the kernel copies 1 MiB in " +
+                         std::to_string(kernelCopyUs) + " us");
     }
   }
   oneShot->streamBlocks(streamsSlots());

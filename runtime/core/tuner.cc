@@ -265,14 +265,15 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
   if (a == Algorithm::directRead) {
     // A fixed cost, then the bytes each rank moves through the kernel, at a pace that does not
     // depend on where the CPUs sit (docs/tuning_shm.md). The all-reduce reads its share of the
-    // others' inputs and writes the reduced share into their outputs.
+    // others' inputs and writes the reduced share into theirs, at the kernel copy's pace.
     if (!directRead_ || bytes == 0) return -1;
     const double share = (nn - 1) / nn * b;  // what one rank moves each way
     // The n - 1 peers' reads (and the all-reduce's writes) of the first piece, one by one.
     const double fixed = kDirectWaitsUs + (nn - 1) * kDirectSystemCallUs;
     switch (coll) {
       case Collective::all_reduce:
-        return fixed + (nn - 1) * kDirectSystemCallUs + 2 * share / kDirectReduceBytesUs;
+        return fixed + (nn - 1) * kDirectSystemCallUs +
+               2 * share / (kDirectReduceBytesUs * directReducePace_);
       case Collective::all_gather:
       case Collective::all_to_all:
         return fixed + share / kDirectGatherBytesUs;

@@ -3,6 +3,7 @@
 // they were measured). GYRE_ALGO forces an algorithm where the collective has it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -191,6 +192,12 @@ class Tuner {
   // The kernel's copy is slow here against a memcpy (measured at set-up): the direct reads are
   // no candidates, though GYRE_ALGO=read still forces them.
   void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
+  // A copy of 1 MiB through the kernel took `us` here (rank 0's set-up figure; 0: unmeasured).
+  // The direct all-reduce, whose bytes go through two such copies, was priced where it took
+  // 104 us; its pace follows the figure, within a factor of 3 (docs/tuning_shm.md).
+  void setKernelCopyUs(double us) {
+    directReducePace_ = us > 0 ? std::clamp(kPricedKernelCopyUs / us, 1.0 / 3, 3.0) : 1.0;
+  }
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);
   // Whether the tree broadcast of call `seq` (the same on every rank) takes the relayed tree.
@@ -249,6 +256,8 @@ class Tuner {
   size_t smallPost_ = 0;  // the largest payload a post keeps in its piece of the data blocks
   bool directRead_ = false;
   bool kernelCopySlow_ = false;
+  static constexpr double kPricedKernelCopyUs = 104;
+  double directReducePace_ = 1;  // the direct all-reduce's pace over its priced one
   bool cacheShared_ = false;
   size_t chunkBytes_;
   size_t slotBytes_;

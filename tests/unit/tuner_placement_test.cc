@@ -315,7 +315,7 @@ TEST_CASE("the tuner: which calls spread their payloads") {
 // reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
 // candidates, in either placement, but still run where forced.
 TEST_CASE("the tuner: no direct reads where the kernel's copy is slow") {
-  for (double roundTripNs : {120.0, 450.0}) {
+  for (double roundTripNs : {120.0, 530.0}) {
     for (bool streamed : {true, false}) {
       CAPTURE(roundTripNs);
       CAPTURE(streamed);
@@ -339,4 +339,38 @@ TEST_CASE("the tuner: no direct reads where the kernel's copy is slow") {
   Tuner fitted(Tuner::sharedMemory(true, 120), "", kChunk, kSlot);
   fitted.setDirectRead(true);
   CHECK(fitted.choose(Collective::all_gather, 1 << 20, 2).algorithm == Algorithm::directRead);
+}
+
+// The direct all-reduce's pace follows the kernel's copy of 1 MiB, priced at 104 us: where it
+// took 49-55 us (a mesh of many cores, n = 2, close) the read took 128 KiB-16 MiB in 0.56-0.93
+// of the ring's time, and the tuner now gives it those sizes; at the priced figure, or
+// unmeasured, the ring keeps them. The all-gather and the broadcast keep their prices.
+TEST_CASE("the tuner: the direct all-reduce at the kernel copy's pace") {
+  const auto closeBy = [](double kernelCopyUs) {
+    Tuner t(Tuner::sharedMemory(true, 270), "", kChunk, kSlot);
+    t.setOneShot(64 << 10);
+    t.setDirectRead(true);
+    t.setKernelCopyUs(kernelCopyUs);
+    return t;
+  };
+  const Tuner fast = closeBy(52), priced = closeBy(104), unmeasured = closeBy(0);
+  for (size_t bytes : {size_t(256) << 10, size_t(1) << 20, size_t(16) << 20}) {
+    CAPTURE(bytes);
+    CHECK(fast.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::directRead);
+    CHECK(priced.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    CHECK(unmeasured.choose(Collective::all_reduce, bytes, 2).algorithm == Algorithm::ring);
+    for (Collective c : {Collective::all_gather, Collective::broadcast}) {
+      CHECK(fast.predictUs(Algorithm::directRead, c, bytes, 2) ==
+            priced.predictUs(Algorithm::directRead, c, bytes, 2));
+    }
+  }
+  // Small calls stay with the window, whatever the pace.
+  CHECK(fast.choose(Collective::all_reduce, 8, 2).algorithm == Algorithm::oneshot);
+  // Within a factor of 3 either way: a figure of 1 us prices like one of 104 / 3.
+  CHECK(closeBy(1).predictUs(Algorithm::directRead, Collective::all_reduce, 1 << 20, 2) ==
+        doctest::Approx(closeBy(104.0 / 3).predictUs(Algorithm::directRead, Collective::all_reduce,
+                                                     1 << 20, 2)));
+  CHECK(closeBy(1e6).predictUs(Algorithm::directRead, Collective::all_reduce, 1 << 20, 2) ==
+        doctest::Approx(
+            closeBy(312).predictUs(Algorithm::directRead, Collective::all_reduce, 1 << 20, 2)));
 }
