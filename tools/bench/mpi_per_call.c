@@ -1,9 +1,11 @@
 /* Open MPI's side of gyre-bench --per-call: one collective timed call by call, the same
  * summary line (rank 0's percentiles, the most calls over 1 ms of any rank, the calling
  * threads' voluntary context switches). Built and run by tools/bench/slow_mode.sh.
- *   mpirun -np 2 mpi_per_call all_gather|all_reduce|broadcast BYTES ITERS
+ *   mpirun -np 2 mpi_per_call all_gather|all_reduce|broadcast BYTES ITERS [rewrite]
  * BYTES as gyre-bench counts them: an all-gather's whole output (each rank sends
- * BYTES / n), a float all-reduce's and a broadcast's buffer. */
+ * BYTES / n), a float all-reduce's and a broadcast's buffer. With `rewrite`, as gyre-bench
+ * --rewrite: before each call every rank stores to each cache line of the bytes the call reads
+ * there (fresh data, as an application produces), and the time includes those stores. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <stdio.h>
@@ -22,6 +24,12 @@ static long sleeps(void) {
   return usage.ru_nvcsw;
 }
 
+/* A store of the value already there to each line: the line leaves every other cache. */
+static void rewrite(char* bytes, size_t n) {
+  volatile char* p = bytes;
+  for (size_t i = 0; i < n; i += 64) p[i] = p[i];
+}
+
 static void call(const char* coll, char* in, char* out, size_t bytes, int n) {
   if (strcmp(coll, "all_gather") == 0) {
     MPI_Allgather(in, (int)(bytes / n), MPI_BYTE, out, (int)(bytes / n), MPI_BYTE, MPI_COMM_WORLD);
@@ -37,10 +45,12 @@ int main(int argc, char** argv) {
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  if (argc != 4 || (strcmp(argv[1], "all_gather") && strcmp(argv[1], "all_reduce") &&
-                    strcmp(argv[1], "broadcast"))) {
+  const int fresh = argc == 5 && strcmp(argv[4], "rewrite") == 0;
+  if ((argc != 4 && !fresh) || (strcmp(argv[1], "all_gather") && strcmp(argv[1], "all_reduce") &&
+                                strcmp(argv[1], "broadcast"))) {
     if (rank == 0)
-      fprintf(stderr, "usage: mpi_per_call all_gather|all_reduce|broadcast BYTES ITERS\n");
+      fprintf(stderr,
+              "usage: mpi_per_call all_gather|all_reduce|broadcast BYTES ITERS [rewrite]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const char* coll = argv[1];
@@ -48,13 +58,19 @@ int main(int argc, char** argv) {
   const int iters = atoi(argv[3]);
   char* in = calloc(bytes, 1);
   char* out = calloc(bytes, 1);
+  /* Written once, so no read meets the kernel's shared zero page. */
+  memset(in, 1 + rank, bytes);
+  memset(out, 0, bytes);
   double* us = malloc(sizeof(double) * (size_t)iters);
+  /* What the call reads on this rank: an all-gather's block, the others' whole buffer. */
+  const size_t input = strcmp(coll, "all_gather") == 0 ? bytes / (size_t)n : bytes;
   for (int i = 0; i < 20; ++i) call(coll, in, out, bytes, n);
   MPI_Barrier(MPI_COMM_WORLD);
   const long sleeps0 = sleeps();
   double sum = 0;
   for (int i = 0; i < iters; ++i) {
     const double t0 = MPI_Wtime();
+    if (fresh) rewrite(in, input);
     call(coll, in, out, bytes, n);
     us[i] = (MPI_Wtime() - t0) * 1e6;
     sum += us[i];

@@ -12,6 +12,7 @@
 #   tools/bench/tuner_check.sh [-r 2,4,8] [-b 8] [-e 16M] [-f 8] [-n ITERS] [-k ROUNDS]
 #                              [-p PROCS] [-c COLLS] [-B auto|none]
 # -B: gyre-run's --bind (auto, the default, binds ranks that outnumber the CPUs in blocks).
+# GYRE_BENCH_ARGS: more gyre-bench flags for every process (--rewrite: fresh data every call).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${GYRE_BIN:-$here/../../build/tools}
@@ -21,7 +22,7 @@ while getopts "r:b:e:f:n:k:p:c:B:h" opt; do
   case $opt in
     r) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; f) factor=$OPTARG ;;
     n) iters=$OPTARG ;; k) rounds=$OPTARG ;; p) procs=$OPTARG ;; c) colls=$OPTARG ;; B) bind=$OPTARG ;;
-    *) sed -n '2,11p' "$0"; exit 0 ;;
+    *) sed -n '2,15p' "$0"; exit 0 ;;
   esac
 done
 algos_of() {
@@ -36,7 +37,7 @@ algos_of() {
 }
 echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
   "$iters iterations, then the median over $procs process(es); $(date -u +%F), $(nproc) cores," \
-  "transport ${GYRE_TRANSPORT:-auto}, gyre-run --bind $bind"
+  "transport ${GYRE_TRANSPORT:-auto}, gyre-run --bind $bind${GYRE_BENCH_ARGS:+, gyre-bench $GYRE_BENCH_ARGS}"
 echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the last one logged where a probe" \
   "during calls swapped its pricing); pick/best: that algorithm's time over" \
   "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
@@ -59,7 +60,7 @@ for n in ${ranks//,/ }; do
     for ((p = 0; p < procs; p++)); do
       GYRE_DEBUG=INFO "$bin/gyre-run" -n "$n" --bind "$bind" --no-prefix "$bin/gyre-bench" "$coll" \
         --algos "$algos,tuned" -b "$minb" -e "$maxb" -f "$factor" -n "$iters" -w 3 \
-        --rounds "$rounds" 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
+        --rounds "$rounds" ${GYRE_BENCH_ARGS:-} 2>"$work/log" >"$work/out" || { cat "$work/log" "$work/out" >&2; exit 1; }
       grep -v '^#' "$work/out" >>"$work/rows"
       { grep -oE 'goes there and back in [0-9]+ ns' "$work/log" || true; } | awk '{print $6}' >>"$work/trips"
       { grep -cE 'rank 0: the CPUs of ranks 0 and 1 moved' "$work/log" || true; } >>"$work/moves"
