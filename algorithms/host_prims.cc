@@ -95,7 +95,7 @@ void HostPrims::run(unsigned what, size_t inOff, size_t outOff, size_t n, bool f
     const bool sendsInput = (what & (kRecv | kInput | kSend)) == (kInput | kSend) && nSend == 1;
     if (sendsInput && (inputReadOnly_ || !out)) {
       taken = sendTo_[0]->offerSource({in, bytes, inputReadOnly_, !ctx_.inputUnreadable,
-                                       ctx_.receiversInCall, ctx_.senderIdle});
+                                       ctx_.receiversInCall, ctx_.senderIdle, ctx_.singleCopy});
     } else if (out && nSend == 1) {
       taken =
           sendTo_[0]->offerSource({out, bytes, false, !ctx_.inputUnreadable, ctx_.receiversInCall});

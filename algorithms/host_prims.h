@@ -38,6 +38,9 @@ struct OpContext {
   // Payloads in slots a peer reads in place move from place to place within their slot, one
   // round of the link to the next (spreadOffset; Tuner::spreadsSlots).
   bool spreadSlots = false;
+  // Payloads may stay in the sender's memory for the receiver to copy (shm's single copy):
+  // false where ranks share cores and the call gathers a large buffer (Tuner::slotWrites).
+  bool singleCopy = true;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to
   // a callable of the caller that started the operation, which outlives every wait of it.

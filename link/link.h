@@ -57,6 +57,9 @@ struct SendSource {
   // The sender has a core of its own and nothing to receive in the operation: filling the slot
   // itself may cost the operation nothing (noteFill tells the transport how fast it went).
   bool senderIdle = false;
+  // The receiver may copy the payload from where it is (shm's single copy). False where the
+  // tuner found the senders' own fills faster (Tuner::slotWrites, OpContext::singleCopy).
+  bool receiverCopies = true;
 };
 // How a transport took a SendSource.
 enum class Taken : uint8_t {

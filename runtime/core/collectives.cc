@@ -119,6 +119,7 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
   OpContext placed = ctx;
   const Tuner::SlotWrites writes = slotWrites(ctx.desc.coll, bytes);
   placed.spreadSlots = writes.spread;
+  placed.singleCopy = writes.singleCopy;
   if (algorithm == Algorithm::oneshot || algorithm == Algorithm::directRead) {
     return runOneShot(placed, send, recv, algorithm == Algorithm::directRead);
   }

@@ -84,6 +84,15 @@ constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 // 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
 constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
+// There too the single copy leaves a gather's copying to the receivers: the gather's root copies
+// every block itself through the kernel, and the ring all-gather's first step too. From 2 MiB
+// the slots, filled by the senders on the other core, were as fast or faster: at n = 4 the
+// all-gather by 2-18 % at 2-32 MiB and the gather by 4-23 %; at n = 8 the all-gather level to 4
+// MiB, then 3-19 %, the gather within 4 % to 16 MiB, then 25 % (2026-12-03, five and three
+// alternated launches, docs/perf/fresh_data.md). Below, the single copy won (n = 4, 1 MiB: the
+// gather 1.15 times, the all-gather up to 1.13). The scatter and the all-to-all, whose receivers
+// are many, keep it (1.1-2.4 times faster than slots alone up to 8 MiB).
+constexpr size_t kShmSharedGathersSingleCopyBelow = 2 << 20;
 // The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
 constexpr double kOneShotStep = 0.3;
@@ -219,6 +228,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
                 kShmExtraPassBytes, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
+  if (!ranksHaveCores) cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
   cost.farApart = far;
   cost.placedFar = farApart;
   cost.slotsStreamed = streamed;
@@ -254,6 +264,9 @@ Tuner::SlotWrites Tuner::slotWrites(Collective coll, size_t bytes, int nranks) c
   w.streamed = link_.slotsStreamed || (!cacheShared_ && coll == Collective::broadcast &&
                                        nranks == 2 && bytes < link_.broadcastsStreamedBelow);
   w.spread = !w.streamed && !link_.coresShared && !link_.placedFar && !cacheShared_;
+  const bool gathers = coll == Collective::all_gather || coll == Collective::all_gather_v ||
+                       coll == Collective::gather;
+  w.singleCopy = !gathers || bytes < link_.gathersSingleCopyBelow;
   return w;
 }
 

@@ -72,6 +72,11 @@ struct LinkCost {
   // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
   // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
   bool chainsWaitForCores = false;
+  // Where ranks share cores, the gathers (all-gather, gather) from this size fill their slots
+  // rather than leave payloads for the receivers' single copy: the copies then split between
+  // the senders and the receivers on both cores (docs/perf/fresh_data.md, "Gathers through
+  // slots where ranks share cores").
+  size_t gathersSingleCopyBelow = SIZE_MAX;
   // Except the reduces where n is not a power of two, whose blocks cut the binomial tree's
   // subtrees: they take the chain from pinnedChainReducesFrom, or from
   // pinnedChainReduceBytesPerHop times the hops the chain has beyond the tree's depth where
@@ -225,9 +230,12 @@ class Tuner {
   // rank has a core and the probed CPUs sit close but do not share a core's caches, and the
   // slots are not streamed. Spreading is not priced: the slots and the window gain alike
   // (docs/tuning_shm.md).
+  // `singleCopy`: a receiver may copy payloads straight from the sender's memory (shm), except
+  // in the gathers from LinkCost::gathersSingleCopyBelow.
   struct SlotWrites {
     bool streamed = false;
     bool spread = false;
+    bool singleCopy = true;
   };
   SlotWrites slotWrites(Collective coll, size_t bytes, int nranks) const;
   bool streamsSlots(Collective coll, size_t bytes, int nranks) const {

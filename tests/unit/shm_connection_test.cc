@@ -49,11 +49,13 @@ struct Pair {
   // What HostPrims does around a send into a free slot: offer `src`, publish the slot.
   // `offset`: where in the slot a payload it fills goes (a spread payload).
   Taken publish(const std::byte* src, uint32_t bytes, bool stable = true,
-                bool receiverInCall = true, bool senderIdle = false, uint32_t offset = 0) {
+                bool receiverInCall = true, bool senderIdle = false, uint32_t offset = 0,
+                bool receiverCopies = true) {
     Link& link = sender->sendLink();
     const uint32_t tail = link.counters->tail.value.load();
     REQUIRE(tail - link.counters->head.value.load() < link.nSlots);
-    const Taken taken = sender->offerSource({src, bytes, stable, true, receiverInCall, senderIdle});
+    const Taken taken =
+        sender->offerSource({src, bytes, stable, true, receiverInCall, senderIdle, receiverCopies});
     if (taken == Taken::no) {
       if (uint64_t(offset) + bytes <= kSlotBytes) std::memcpy(link.slot(tail) + offset, src, bytes);
       link.meta(tail).offset = offset;
@@ -113,16 +115,19 @@ TEST_CASE("shm single copy: the receiver reads the sender's buffer into its own"
   CHECK(pair.sender->releaseSources(soon()).ok());
 
   // Copied as usual: a payload that may change before the call returns, one under the
-  // threshold, and a lone send's (its receiver may come later, so it must not wait for it).
+  // threshold, a lone send's (its receiver may come later, so it must not wait for it), and
+  // one of a call the tuner sends through the slots (a large gather where ranks share cores).
   // The receiver then finds it in the slot.
   struct Copied {
     uint32_t bytes;
-    bool stable, receiverInCall;
+    bool stable, receiverInCall, receiverCopies;
   };
-  for (const Copied& c : {Copied{kSlotBytes, false, true}, Copied{4095u, true, true},
-                          Copied{kSlotBytes, true, false}}) {
+  for (const Copied& c :
+       {Copied{kSlotBytes, false, true, true}, Copied{4095u, true, true, true},
+        Copied{kSlotBytes, true, false, true}, Copied{kSlotBytes, true, true, false}}) {
     const auto data = pattern(c.bytes, 3);
-    CHECK(pair.publish(data.data(), c.bytes, c.stable, c.receiverInCall) == Taken::no);
+    CHECK(pair.publish(data.data(), c.bytes, c.stable, c.receiverInCall, false, 0,
+                       c.receiverCopies) == Taken::no);
     const uint32_t bytes = c.bytes;
     const std::byte* payload = pair.receive(target.data());
     CHECK(payload ==

@@ -311,6 +311,32 @@ TEST_CASE("the tuner: which calls spread their payloads") {
   }
 }
 
+// The single copy (OpContext::singleCopy): everywhere but in the gathers from 2 MiB where ranks
+// share cores, which the senders' fills split across the cores.
+TEST_CASE("the tuner: which calls leave their payloads for the receiver's single copy") {
+  const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+  const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
+  const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
+  for (Collective coll : {Collective::all_gather, Collective::all_gather_v, Collective::gather}) {
+    CAPTURE(coll);
+    for (int n : {3, 4, 8}) {
+      CHECK(shared.slotWrites(coll, (2 << 20) - 1, n).singleCopy);
+      CHECK_FALSE(shared.slotWrites(coll, 2 << 20, n).singleCopy);
+      CHECK_FALSE(shared.slotWrites(coll, 256 << 20, n).singleCopy);
+      CHECK(close.slotWrites(coll, 256 << 20, n).singleCopy);
+      CHECK(far.slotWrites(coll, 256 << 20, n).singleCopy);
+    }
+  }
+  for (Collective coll : {Collective::scatter, Collective::all_to_all, Collective::broadcast,
+                          Collective::all_reduce}) {
+    CAPTURE(coll);
+    CHECK(shared.slotWrites(coll, 256 << 20, 4).singleCopy);
+  }
+  // tcp has no single copy to turn off: the tuner never asks it to.
+  const Tuner tcp(Tuner::tcpLoopback(1, false), "", kChunk, kSlot);
+  CHECK(tcp.slotWrites(Collective::all_gather, 256 << 20, 4).singleCopy);
+}
+
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
 // reads' prices were fitted at 1.9), the slots carry everything: the direct reads are no
 // candidates, in either placement, but still run where forced.

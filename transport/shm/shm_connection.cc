@@ -167,6 +167,7 @@ void ShmConnection::noteFill(uint32_t bytes, Clock::duration took) {
 }
 
 Taken ShmConnection::offerSource(const SendSource& source) {
+  if (!source.receiverCopies) return Taken::no;
   if (source.senderIdle) {
     if (singleCopyOffers_ == 0) return Taken::no;  // filled (and timed) by the sender
     --singleCopyOffers_;
