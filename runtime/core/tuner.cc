@@ -84,30 +84,22 @@ constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 // 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
 constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
 constexpr double kShmExtraPassBytes = 2.0;
-// There too the single copy leaves a gather's copying to the receivers: the gather's root copies
-// every block itself through the kernel, and the ring all-gather's first step too. From 2 MiB
-// the slots, filled by the senders on the other core, were as fast or faster: at n = 4 the
-// all-gather by 2-18 % at 2-32 MiB and the gather by 4-23 %; at n = 8 the all-gather level to 4
-// MiB, then 3-19 %, the gather within 4 % to 16 MiB, then 25 % (2026-12-03, five and three
-// alternated launches, docs/perf/fresh_data.md). Below, the single copy won (n = 4, 1 MiB: the
-// gather 1.15 times, the all-gather up to 1.13). The scatter and the all-to-all, whose receivers
-// are many, keep it (1.1-2.4 times faster than slots alone up to 8 MiB).
+// There the single copy leaves a gather's receivers every copy (a gather's root every block):
+// from 2 MiB the senders' fills, on the other core, were level or up to 25 % faster at n = 4 and 8,
+// and the direct all-gather, one copy a byte, beat the ring by 3-31 % from 4 MiB, fresh data or not
+// (2026-12-03, docs/perf/fresh_data.md, "Gathers through slots where ranks share cores").
 constexpr size_t kShmSharedGathersSingleCopyBelow = 2 << 20;
+constexpr size_t kShmSharedCoresDirectGathersFrom = 4 << 20;
 // The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
 constexpr double kOneShotStep = 0.3;
 
 // Where ranks share cores, the ranks of a window call that only post (a broadcast's or a
 // scatter's root, a reduce's or a gather's non-roots) run up to 64 calls ahead while the
-// payload fits the post or its own piece of the data blocks (`smallPost`, 2 KiB at the default
-// 64 KiB), but only kMailData calls once it fills a data block: then they wait for readers the
-// scheduler has not run, which share their cores, while a slot algorithm's senders run a
-// link's slots ahead. There the flat tree beat the window's gathers and scatters (long runs at
-// n = 4 and 8 on 2 cores, scatter 1.31 and 2.44 against 2.24 and 4.12 us at 32 KiB;
-// docs/tuning.md), until a gather's posts reach 16 KiB a rank: 64 and 32 KiB a rank went
-// through the window 3.0 and 2.2 times faster. Posts in the piece went through the window
-// faster than through the links at 8 B-512 B a rank (gather at n = 8: 0.88-0.96 against
-// 1.67-1.72 us; docs/tuning.md).
+// payload fits the post or its own piece of the data blocks (`smallPost`), but only kMailData
+// calls once it fills a data block, waiting for readers that share their cores: there the flat
+// tree beat the window's gathers and scatters, until a gather's posts reach 16 KiB a rank
+// (n = 4 and 8 on 2 cores, docs/tuning.md).
 constexpr size_t kSharedCoresGatherPostFrom = 16 << 10;
 bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n,
                         size_t smallPost) {
@@ -228,7 +220,10 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
                 kShmExtraPassBytes, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
-  if (!ranksHaveCores) cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
+  if (!ranksHaveCores) {
+    cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
+    cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
+  }
   cost.farApart = far;
   cost.placedFar = farApart;
   cost.slotsStreamed = streamed;
@@ -533,8 +528,13 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // streamed, 0.51-0.91 of it at 256 KiB-16 MiB in 22 of 24 rows (n = 4 and 8 on 2 cores, the
   // kernel's copy 4.6 times a memcpy's; docs/tuning.md).
   if (a == Algorithm::directRead && coll == Collective::all_to_all) return false;
-  // Where ranks share cores each would copy the n - 1 other inputs on a core another rank
-  // needs: measured only with a core per rank (GYRE_ALGO=read still forces it).
+  // Where ranks share cores each copies the n - 1 other inputs on a core another rank needs:
+  // only the large all-gathers read directly there, and nothing else (GYRE_ALGO=read still
+  // forces it).
+  if (coll == Collective::all_gather && directRead_ && !kernelCopySlow_ &&
+      bytes >= link_.sharedCoresDirectGathersFrom) {
+    return a == Algorithm::directRead;
+  }
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1

@@ -77,6 +77,9 @@ struct LinkCost {
   // the senders and the receivers on both cores (docs/perf/fresh_data.md, "Gathers through
   // slots where ranks share cores").
   size_t gathersSingleCopyBelow = SIZE_MAX;
+  // There, from this size, the all-gather reads the other ranks' inputs directly (where every
+  // rank may read every other and the kernel's copy is not slow): the only candidate.
+  size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   // Except the reduces where n is not a power of two, whose blocks cut the binomial tree's
   // subtrees: they take the chain from pinnedChainReducesFrom, or from
   // pinnedChainReduceBytesPerHop times the hops the chain has beyond the tree's depth where

@@ -73,7 +73,9 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
       for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
         CAPTURE(bytes);
         CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::pairwise);
-        CHECK(shared.choose(Collective::all_gather, bytes, n).algorithm != Algorithm::directRead);
+        // The all-gather reads directly only from 4 MiB (the test case after the next).
+        CHECK((shared.choose(Collective::all_gather, bytes, n).algorithm ==
+               Algorithm::directRead) == (bytes >= (4 << 20)));
       }
     }
     shared.setKernelCopySlow(true);
@@ -335,6 +337,43 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
   // tcp has no single copy to turn off: the tuner never asks it to.
   const Tuner tcp(Tuner::tcpLoopback(1, false), "", kChunk, kSlot);
   CHECK(tcp.slotWrites(Collective::all_gather, 256 << 20, 4).singleCopy);
+}
+
+// Where ranks share cores, the all-gathers from 4 MiB read the other inputs directly wherever
+// every rank may read every other and the kernel's copy is not slow, pinned in blocks or not;
+// nothing else does there.
+TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
+  auto shared = [](bool directRead, bool kernelCopySlow) {
+    Tuner t(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
+    t.setOneShot(64 << 10);
+    t.setDirectRead(directRead);
+    t.setKernelCopySlow(kernelCopySlow);
+    return t;
+  };
+  Tuner pinned = shared(true, false);
+  pinned.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
+  for (int n : {3, 4, 8}) {
+    CAPTURE(n);
+    CHECK(pinned.choose(Collective::all_gather, 4 << 20, n).algorithm == Algorithm::directRead);
+  }
+  const Tuner reads = shared(true, false);
+  for (int n : {3, 4, 8}) {
+    CAPTURE(n);
+    CHECK(reads.choose(Collective::all_gather, 4 << 20, n).algorithm == Algorithm::directRead);
+    CHECK(reads.choose(Collective::all_gather, size_t(256) << 20, n).algorithm ==
+          Algorithm::directRead);
+    CHECK(reads.choose(Collective::all_gather, (4 << 20) - 1, n).algorithm !=
+          Algorithm::directRead);
+    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::gather,
+                         Collective::all_to_all, Collective::all_gather_v}) {
+      CAPTURE(c);
+      CHECK(reads.choose(c, 16 << 20, n).algorithm != Algorithm::directRead);
+    }
+    CHECK(shared(false, false).choose(Collective::all_gather, 16 << 20, n).algorithm !=
+          Algorithm::directRead);
+    CHECK(shared(true, true).choose(Collective::all_gather, 16 << 20, n).algorithm !=
+          Algorithm::directRead);
+  }
 }
 
 // Where the set-up found the kernel's copy slow against a memcpy (4.5 times, where the direct
