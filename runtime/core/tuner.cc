@@ -89,6 +89,10 @@ constexpr double kShmExtraPassBytes = 2.0;
 // and the direct all-gather, one copy a byte, beat the ring by 3-31 % from 4 MiB, fresh data or not
 // (2026-12-03, docs/perf/fresh_data.md, "Gathers through slots where ranks share cores").
 constexpr size_t kShmSharedGathersSingleCopyBelow = 2 << 20;
+// A scatter's receivers share the copying: the single copy led it 1.2-2.4 times at 512 KiB-8
+// MiB, but from 32 MiB the slots were faster, at n = 4 by 14-19 %, at n = 8 by 2-28 % (32
+// MiB) and 15-20 % (64-128 MiB).
+constexpr size_t kShmSharedScattersSingleCopyBelow = 32 << 20;
 constexpr size_t kShmSharedCoresDirectGathersFrom = 4 << 20;
 // The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
@@ -222,6 +226,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.coresShared = !ranksHaveCores;
   if (!ranksHaveCores) {
     cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
+    cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
   }
   cost.farApart = far;
@@ -261,7 +266,9 @@ Tuner::SlotWrites Tuner::slotWrites(Collective coll, size_t bytes, int nranks) c
   w.spread = !w.streamed && !link_.coresShared && !link_.placedFar && !cacheShared_;
   const bool gathers = coll == Collective::all_gather || coll == Collective::all_gather_v ||
                        coll == Collective::gather;
-  w.singleCopy = !gathers || bytes < link_.gathersSingleCopyBelow;
+  w.singleCopy = gathers                       ? bytes < link_.gathersSingleCopyBelow
+                 : coll == Collective::scatter ? bytes < link_.scattersSingleCopyBelow
+                                               : true;
   return w;
 }
 

@@ -77,6 +77,8 @@ struct LinkCost {
   // the senders and the receivers on both cores (docs/perf/fresh_data.md, "Gathers through
   // slots where ranks share cores").
   size_t gathersSingleCopyBelow = SIZE_MAX;
+  // The same for the scatters, whose many receivers share the copying, from a larger size.
+  size_t scattersSingleCopyBelow = SIZE_MAX;
   // There, from this size, the all-gather reads the other ranks' inputs directly (where every
   // rank may read every other and the kernel's copy is not slow): the only candidate.
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
@@ -234,7 +236,8 @@ class Tuner {
   // slots are not streamed. Spreading is not priced: the slots and the window gain alike
   // (docs/tuning_shm.md).
   // `singleCopy`: a receiver may copy payloads straight from the sender's memory (shm), except
-  // in the gathers from LinkCost::gathersSingleCopyBelow.
+  // in the gathers from LinkCost::gathersSingleCopyBelow and the scatters from
+  // scattersSingleCopyBelow.
   struct SlotWrites {
     bool streamed = false;
     bool spread = false;

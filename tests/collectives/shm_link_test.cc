@@ -52,10 +52,11 @@ class OnOneCpu {
   cpu_set_t saved_;
 };
 
-// Where ranks share cores the gathers from 2 MiB leave the single copy to the slots, which the
-// senders fill (Tuner::slotWrites); smaller gathers and the scatter keep it. Three ranks on one
-// CPU, through the ring's slots of 128 KiB (no host window), every output poisoned first.
-TEST_CASE("shm single copy: large gathers go through the slots where ranks share cores") {
+// Where ranks share cores the gathers from 2 MiB and the scatters from 32 MiB leave the single
+// copy to the slots, which the senders fill (Tuner::slotWrites); smaller calls keep it. Three ranks
+// on one CPU, through the ring's slots of 128 KiB (no host window), every output poisoned first.
+TEST_CASE(
+    "shm single copy: large gathers and scatters go through the slots where ranks share cores") {
   if (const std::string missing = test::singleCopyMissing(); !missing.empty()) {
     MESSAGE("skipped: " << missing);
     return;
@@ -104,6 +105,7 @@ TEST_CASE("shm single copy: large gathers go through the slots where ranks share
   CHECK(directSends(Call::gather, small) > 0);
   CHECK(directSends(Call::gather, large) == 0);
   CHECK(directSends(Call::scatter, large) > 0);
+  CHECK(directSends(Call::scatter, (32 << 20) / 4 / n + 1) == 0);  // 32 MiB and more: slots
 }
 
 }  // namespace

@@ -313,8 +313,8 @@ TEST_CASE("the tuner: which calls spread their payloads") {
   }
 }
 
-// The single copy (OpContext::singleCopy): everywhere but in the gathers from 2 MiB where ranks
-// share cores, which the senders' fills split across the cores.
+// The single copy (OpContext::singleCopy): everywhere but in the gathers from 2 MiB and the
+// scatters from 32 MiB where ranks share cores, which the senders' fills split across the cores.
 TEST_CASE("the tuner: which calls leave their payloads for the receiver's single copy") {
   const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
   const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
@@ -329,8 +329,14 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
       CHECK(far.slotWrites(coll, 256 << 20, n).singleCopy);
     }
   }
-  for (Collective coll : {Collective::scatter, Collective::all_to_all, Collective::broadcast,
-                          Collective::all_reduce}) {
+  // The scatters from 32 MiB; the others never.
+  for (int n : {3, 4, 8}) {
+    CHECK(shared.slotWrites(Collective::scatter, (32 << 20) - 1, n).singleCopy);
+    CHECK_FALSE(shared.slotWrites(Collective::scatter, 32 << 20, n).singleCopy);
+    CHECK(close.slotWrites(Collective::scatter, 256 << 20, n).singleCopy);
+  }
+  for (Collective coll : {Collective::all_to_all, Collective::all_to_all_v, Collective::broadcast,
+                          Collective::all_reduce, Collective::reduce}) {
     CAPTURE(coll);
     CHECK(shared.slotWrites(coll, 256 << 20, 4).singleCopy);
   }
