@@ -11,34 +11,6 @@ namespace gyre {
 
 namespace {
 
-// Shared memory, measured the same way (docs/tuning.md).
-constexpr double kShmAlphaUs = 1.0;
-constexpr double kShmSleepingAlphaUs = 13.0;  // 4 ranks on 2 cores
-constexpr double kShmBetaBytesUs = 8000.0;
-// The doubling's one exchange of the whole buffer against the ring's two halves depends on how
-// far apart the ranks' CPUs sit: at n = 2, 16 KiB to 16 MiB, the ring took 0.65-0.75 times the
-// doubling's time where one cache line went between them and back in 70-80 ns, and 1.4-1.6
-// times where it took 290-390 ns (docs/tuning_shm.md). The communicator's probe bounces two lines,
-// one written by each rank: 115-150 ns close, 475-550 far apart on that machine. On a mesh of
-// many cores it took 257-452 ns between two CPUs that one line crossed in 120-180 (line_pingpong)
-// and where streamed slots took 1.3-2 times the cached ones' time (n = 2 all-reduce, 16 KiB to
-// 16 MiB): far apart starts above that (docs/tuning_shm.md). Unmeasured, the CPUs are taken to
-// be close.
-constexpr double kShmWholeBufferStep = 1.5;
-constexpr double kShmFarWholeBufferStep = 0.7;
-constexpr double kFarRoundTripNs = 460;
-constexpr double kSharedCacheRoundTripNs = 80;
-// Far apart, every line a slot or a post carries crosses at that distance twice (written on
-// one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
-// 1400-1900 bytes/us against 8000 close (docs/tuning_shm.md).
-constexpr double kShmFarBetaBytesUs = 1500.0;
-// Unless the slots are filled with streaming stores there (GYRE_SLOT_STORES=auto): the reader
-// then takes the lines from memory. n = 2, far apart: the ring all-reduce took 6.9-7.2 us at
-// 64 KiB, 62-77 at 1 MiB and 1360-1450 at 16 MiB, about 14000 bytes/us; the doubling, which
-// did not gain from the stores, 6.3 and 87-91 (w = 1.13), and a one-shot post of 64 KiB 5.4
-// (docs/tuning_shm.md).
-constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
-constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // Close by, a two-rank broadcast below 128 KiB through streamed slots (LinkCost::
 // broadcastsStreamedBelow) moves its bytes at 0.6 times the cached price: 2.0-2.4 us at 16 KiB
 // in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning_shm.md).
@@ -65,35 +37,6 @@ constexpr double kDirectGatherBytesUs = 9000.0;
 constexpr double kDirectBroadcastBytesUs = 8500.0;
 constexpr size_t kDirectCopyFromBytes = 256 << 10;
 constexpr size_t kDirectCopyFarFromBytes = 64 << 10;
-// Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
-// at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
-constexpr double kShmSleepingWholeBufferStep = 2.2;
-// There, with the scheduler placing the ranks, a tree's inner ranks feed two children from a
-// core they share, while the chain's ranks each pass one slot on (n = 4 and 8 on 2 cores,
-// docs/tuning.md): over shared memory the chain's broadcast beat the tree's below 32 KiB; over tcp
-// its broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
-// from 4 MiB the two were even), while the tree's reduce kept up below 256 KiB (from there the
-// chain's was 1.12-1.40 times faster at n = 8 in most runs; its root's core takes each child's
-// buffer: treeReduceRootPerChild, which alone put the crossing at n = 8 near 320 KiB).
-constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
-// Over shared memory the tree's reduce later caught up below 256 KiB (2026-11-27, floating
-// ranks: 1.01-1.25 times faster than the chain from 64 B to 32 KiB in two runs at n = 4 and 8).
-constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
-// Pinned in blocks the tree's reduce kept up with the chain's at n = 4 and 8 on 2 cores (within
-// 4 % from 128 KiB, ahead below), but where n is not a power of two the chain's led from 128 KiB:
-// 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
-constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
-constexpr double kShmExtraPassBytes = 2.0;
-// There the single copy leaves a gather's receivers every copy (a gather's root every block):
-// from 2 MiB the senders' fills, on the other core, were level or up to 25 % faster at n = 4 and 8,
-// and the direct all-gather, one copy a byte, beat the ring by 3-31 % from 4 MiB, fresh data or not
-// (2026-12-03, docs/perf/fresh_data.md, "Gathers through slots where ranks share cores").
-constexpr size_t kShmSharedGathersSingleCopyBelow = 2 << 20;
-// A scatter's receivers share the copying: the single copy led it 1.2-2.4 times at 512 KiB-8
-// MiB, but from 32 MiB the slots were faster, at n = 4 by 14-19 %, at n = 8 by 2-28 % (32
-// MiB) and 15-20 % (64-128 MiB).
-constexpr size_t kShmSharedScattersSingleCopyBelow = 32 << 20;
-constexpr size_t kShmSharedCoresDirectGathersFrom = 4 << 20;
 // The one-shot collectives' step against a slot hand-over's: a flag and its payload in one
 // cache line, read straight from the writer's mailbox (docs/tuning.md).
 constexpr double kOneShotStep = 0.3;
@@ -193,66 +136,6 @@ void Tuner::setHosts(int hosts, int localRanks, LinkCost intraHost) {
 int Tuner::channels(size_t bytes) const {
   const size_t byBytes = std::max<size_t>(1, bytes / kBytesPerExtraChannel);
   return int(std::min<size_t>(byBytes, size_t(std::max(1, link_.maxChannels))));
-}
-
-bool Tuner::farApart(double roundTripNs) {
-  return roundTripNs >= kFarRoundTripNs;
-}
-
-bool Tuner::sharesCache(double roundTripNs) {
-  return roundTripNs > 0 && roundTripNs < kSharedCacheRoundTripNs;
-}
-
-LinkCost Tuner::sharedMemory(bool ranksHaveCores, double roundTripNs, bool streamsWhenFar) {
-  return sharedMemoryAt(ranksHaveCores, farApart(roundTripNs), streamsWhenFar);
-}
-
-LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar) {
-  // Where ranks share cores the prices are those measured close; far apart their slots are
-  // streamed all the same: a reader on the other CPU then takes them from memory instead of
-  // from the writer's cache (n = 8 on 2 cores, a scatter of 2 MiB 124 µs against 477-484
-  // cached, where close by streaming cost 119 against 85-88).
-  const bool far = ranksHaveCores && farApart;
-  const bool streamed = farApart && streamsWhenFar;
-  const double wholeBufferStep = !ranksHaveCores   ? kShmSleepingWholeBufferStep
-                                 : far && streamed ? kShmFarStreamedWholeBufferStep
-                                 : far             ? kShmFarWholeBufferStep
-                                                   : kShmWholeBufferStep;
-  const double beta = far && streamed ? kShmFarStreamedBetaBytesUs
-                      : far           ? kShmFarBetaBytesUs
-                                      : kShmBetaBytesUs;
-  LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
-                kShmExtraPassBytes, kShmExtraPassBytes};
-  cost.coresShared = !ranksHaveCores;
-  if (!ranksHaveCores) {
-    cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
-    cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
-    cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
-  }
-  cost.farApart = far;
-  cost.placedFar = farApart;
-  cost.slotsStreamed = streamed;
-  // n = 2 broadcasts with the CPUs close: streamed 1.4-1.5 times the cached pace at 32 and 64
-  // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7
-  // (docs/tuning_shm.md).
-  if (ranksHaveCores && !farApart && streamsWhenFar) {
-    cost.broadcastsStreamedBelow = 128 << 10;
-    cost.closeWindowBroadcastsBelow = 128 << 10;
-  }
-  if (!ranksHaveCores) {
-    cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
-    cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
-    cost.pinnedChainReducesFrom = kShmPinnedChainReducesFrom;
-  }
-  return cost;
-}
-
-LinkCost Tuner::pinnedInBlocks(LinkCost shared) {
-  shared.treeBroadcastFrom = 0;
-  shared.chainReducesFrom = SIZE_MAX;
-  shared.treeReduceRootPerChild = false;
-  shared.chainsWaitForCores = true;
-  return shared;
 }
 
 void Tuner::setLink(LinkCost link) {

@@ -22,7 +22,7 @@ constexpr double kTcpExtraPassBytes = 2.0;
 // 256 KiB, and the ring won from 512 KiB (docs/tuning.md).
 constexpr double kTcpBruckPassBytes = 1.4;
 // Where ranks share cores and the scheduler places them, the chain's broadcast beat the tree's
-// up to 2 MiB and its reduce from 256 KiB (tuner.cc: kShmSharedCoresTreeBroadcastFrom).
+// up to 2 MiB and its reduce from 256 KiB (tuner_shm.cc: kShmSharedCoresTreeBroadcastFrom).
 constexpr size_t kTcpSharedCoresTreeBroadcastFrom = 4 << 20;
 // Tcp scatters below this take the binomial tree: n = 4 and 8 on 2 cores, 64 B-64 KiB, it took
 // 0.55-0.80 of the flat tree's time; from 256 KiB to 2 MiB 0.81-1.20 at n = 8 (docs/tuning.md).
