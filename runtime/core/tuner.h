@@ -72,16 +72,6 @@ struct LinkCost {
   // hand-overs wait for the other ranks of its CPU in turn, while a tree's subtrees run on
   // both CPUs at once. Broadcasts and reduces take the tree (or the window) at every size.
   bool chainsWaitForCores = false;
-  // Where ranks share cores, the gathers (all-gather, gather) from this size fill their slots
-  // rather than leave payloads for the receivers' single copy: the copies then split between
-  // the senders and the receivers on both cores (docs/perf/fresh_data.md, "Gathers through
-  // slots where ranks share cores").
-  size_t gathersSingleCopyBelow = SIZE_MAX;
-  // The same for the scatters, whose many receivers share the copying, from a larger size.
-  size_t scattersSingleCopyBelow = SIZE_MAX;
-  // There, from this size, the all-gather reads the other ranks' inputs directly (where every
-  // rank may read every other and the kernel's copy is not slow): the only candidate.
-  size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   // Except the reduces where n is not a power of two, whose blocks cut the binomial tree's
   // subtrees: they take the chain from pinnedChainReducesFrom, or from
   // pinnedChainReduceBytesPerHop times the hops the chain has beyond the tree's depth where
@@ -98,6 +88,16 @@ struct LinkCost {
   // Tree scatters below this go down the binomial tree instead of the flat one: log2(n) sends
   // on the root, where each send costs more than its bytes (a socket's).
   size_t binomialScattersBelow = 0;
+  // Where ranks share cores, the gathers (all-gather, gather) from this size fill their slots
+  // rather than leave payloads for the receivers' single copy: the copies then split between
+  // the senders and the receivers on both cores (docs/perf/fresh_data.md, "Gathers through
+  // slots where ranks share cores").
+  size_t gathersSingleCopyBelow = SIZE_MAX;
+  // The same for the scatters, whose many receivers share the copying, from a larger size.
+  size_t scattersSingleCopyBelow = SIZE_MAX;
+  // There, from this size, the all-gather reads the other ranks' inputs directly (where every
+  // rank may read every other and the kernel's copy is not slow): the only candidate.
+  size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.
