@@ -39,7 +39,8 @@ struct OpContext {
   // round of the link to the next (spreadOffset; Tuner::spreadsSlots).
   bool spreadSlots = false;
   // Payloads may stay in the sender's memory for the receiver to copy (shm's single copy):
-  // false where ranks share cores and the call gathers a large buffer (Tuner::slotWrites).
+  // false where ranks share cores and the call gathers or scatters a large buffer
+  // (Tuner::slotWrites).
   bool singleCopy = true;
   // Asked when a wait stalls (after 1 s, then at doubling intervals up to 16 s): a failure it
   // returns (ranks that disagree on the call) ends the wait. Null: never asked. It refers to
