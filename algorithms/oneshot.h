@@ -90,6 +90,12 @@ class OneShot {
   // one before.
   uint32_t remeasurePlacement(const OpContext& ctx, int partner);
 
+  // Every rank's trial times of the measured choice (runtime/core/measured_choice.h): rank r's
+  // `mine` at r * mine.size() of the result, within the call ctx names. Every rank of the
+  // window calls it at the same calls; a rank whose count differs fails the call, naming it.
+  // algorithms/oneshot_trials.cc.
+  std::vector<uint64_t> shareTrials(const OpContext& ctx, const std::vector<uint64_t>& mine);
+
   // Tells ranks waiting on this one that it failed with `s`: they stop now, naming it.
   void markFailed(const Status& s);
   // The same when this rank's communicator goes away (a no-op after a failure).
@@ -187,6 +193,7 @@ class OneShot {
   WakeOrder wakeOrder_ = WakeOrder::notifierFence;
   uint64_t directReads_ = 0;           // calls run by runDirectRead
   uint32_t probeRound_ = 0;            // remeasurePlacement calls so far
+  uint32_t trialRound_ = 0;            // shareTrials calls so far
   std::vector<uint64_t> peerInputs_;   // the direct read: where each rank's input lies
   std::vector<uint64_t> peerOutputs_;  // and its output
   std::vector<std::byte> scratch_;     // readAllReduce: the pieces read

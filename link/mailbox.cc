@@ -44,7 +44,7 @@ size_t blockSpanFor(int nranks, size_t capacity) {
 
 size_t perRankBytes(int nranks, size_t capacity) {
   return kMailPosts * sizeof(MailPost) + sizeof(MailState) + sizeof(MailFailure) +
-         kMailData * blockSpanFor(nranks, capacity);
+         sizeof(MailTrials) + kMailData * blockSpanFor(nranks, capacity);
 }
 
 constexpr uint32_t kProbeDone = 0xffffffff;
@@ -240,6 +240,8 @@ Mailbox MailboxWindow::mailbox(int rank) const {
   at += sizeof(MailState);
   m.failure = std::launder(reinterpret_cast<MailFailure*>(at));
   at += sizeof(MailFailure);
+  m.trials = std::launder(reinterpret_cast<MailTrials*>(at));
+  at += sizeof(MailTrials);
   for (int b = 0; b < kMailData; ++b) m.data[b] = at + size_t(b) * blockSpan_;
   m.blockSpan = blockSpan_;
   m.smallBytes = smallBytesFor(capacity_);

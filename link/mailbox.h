@@ -60,6 +60,17 @@ struct alignas(64) MailState {
 };
 static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
 
+// The measured choice's trial times (runtime/core/measured_choice.h, OneShot::shareTrials):
+// each rank writes its own, then the round; it writes the next round's only once every other
+// rank has said (`seen`) it read these.
+struct alignas(64) MailTrials {
+  static constexpr size_t kTimes = 40;
+  std::atomic<uint32_t> round{0};  // the last round whose times `ns` holds
+  std::atomic<uint32_t> seen{0};   // the last round whose times this rank read from every other
+  uint32_t count = 0;              // how many of `ns` that round wrote
+  uint64_t ns[kTimes] = {};
+};
+
 // Reads `bytes` at `address` of process `pid` into `into` through the kernel
 // (process_vm_readv); "" or why not.
 std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes);
@@ -98,6 +109,7 @@ struct Mailbox {
   MailPost* posts = nullptr;  // [kMailPosts]
   MailState* state = nullptr;
   MailFailure* failure = nullptr;
+  MailTrials* trials = nullptr;
   // Each `blockSpan` bytes (a whole post or more), for payloads too big to inline; a post that
   // fills it starts at 0, a smaller one where its header's offset says (spreadOffset).
   std::byte* data[kMailData] = {};

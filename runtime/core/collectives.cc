@@ -116,6 +116,49 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
       sincePlacementProbeUs += last.predictedUs;
     }
   }
+  if (measuring && MeasuredChoice::measures(ctx.desc.coll, bytes) &&
+      !measured.settled(ctx.desc.coll, bytes)) {
+    return runMeasured(ctx, algorithm, bytes, send, recv);
+  }
+  runAlgorithm(ctx, algorithm, bytes, send, recv);
+}
+
+void Communicator::Impl::runMeasured(const OpContext& ctx, Algorithm modelPick, size_t bytes,
+                                     const void* send, void* recv) {
+  const Collective coll = ctx.desc.coll;
+  // The next call of this size comes back here, not the window's straight path.
+  lastChoice[size_t(coll)].bytes = SIZE_MAX;
+  if (!measured.trialsDone(coll, bytes)) {
+    const Choice pick{modelPick, tuner->predictUs(modelPick, coll, bytes, config.nranks), false};
+    measured.start(coll, bytes, tuner->trialAlgorithms(pick, coll, bytes, config.nranks));
+    if (const Algorithm* settled = measured.settled(coll, bytes)) {
+      return runAlgorithm(ctx, *settled, bytes, send, recv);  // the only one
+    }
+  }
+  if (!measured.trialsDone(coll, bytes)) {
+    const Algorithm trial = measured.nextTrial(coll, bytes);
+    measured.begin(coll, bytes, MeasuredChoice::nowNs());
+    runAlgorithm(ctx, trial, bytes, send, recv);
+    return;
+  }
+  const Algorithm a = measured.decide(
+      coll, bytes, oneShot->shareTrials(ctx, measured.times(coll, bytes)), config.nranks);
+  if (logEnabled(LogLevel::info)) {
+    std::string trials;
+    for (const auto& [tried, median] : measured.medians(coll, bytes)) {
+      trials += std::string(trials.empty() ? "" : ", ") + algorithmName(tried) + " " +
+                std::to_string(median / 1000.0).substr(0, 6) + " us";
+    }
+    GYRE_LOG(info, who() + ": " + collectiveName(coll) + " of " + std::to_string(bytes) +
+                       " B at n=" + std::to_string(config.nranks) + ": measured " +
+                       algorithmName(a) + " (median trials " + trials + "; the model's pick " +
+                       algorithmName(modelPick) + ")");
+  }
+  runAlgorithm(ctx, a, bytes, send, recv);
+}
+
+void Communicator::Impl::runAlgorithm(const OpContext& ctx, Algorithm algorithm, size_t bytes,
+                                      const void* send, void* recv) {
   OpContext placed = ctx;
   const Tuner::SlotWrites writes = slotWrites(ctx.desc.coll, bytes);
   placed.spreadSlots = writes.spread;
@@ -167,7 +210,10 @@ Algorithm Communicator::Impl::choose(Collective coll, size_t bytes) {
   static_assert(std::size(decltype(lastChoice){}) > size_t(Collective::all_to_all_v));
   LastChoice& last = lastChoice[size_t(coll)];
   if (last.bytes == bytes) return last.algorithm;
-  const Choice c = tuner->choose(coll, bytes, config.nranks);
+  Choice c = tuner->choose(coll, bytes, config.nranks);
+  if (const Algorithm* settled = measuring ? measured.settled(coll, bytes) : nullptr) {
+    c.algorithm = *settled;
+  }
   // The placement matters where the other placement's tuner chooses otherwise, and wherever
   // the call goes through slots whose stores follow it (GYRE_SLOT_STORES=auto): the links'
   // slots, and the window's data blocks (a payload over a post's small piece; each rank's

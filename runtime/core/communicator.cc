@@ -414,6 +414,7 @@ void Communicator::Impl::failCall(const OpContext& ctx, const Failure& f, bool p
 
 void Communicator::Impl::run(OpDesc desc, FunctionRef<void(const OpContext&)> body, bool p2p) {
   std::lock_guard lock(opMutex);
+  if (measured.pending()) measured.end(MeasuredChoice::nowNs());
   refuseIfFailed(desc);
   OpContext ctx = callContext(desc, p2p);
   auto askBoard = [&] { return board->disagreement(ctx.desc); };

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -75,6 +76,14 @@ struct PlacementProbes {
   bool farApart = false;
   bool probing = false;  // probes run during calls (every rank has a core; rank 0's setting)
   long setUpNs = 0;      // rank 0's round trip at set-up (0: none measured)
+};
+
+// The measured choice (runtime/core/measured_choice.h) so far.
+struct MeasuredChoices {
+  bool measuring = false;   // it runs (rank 0's GYRE_TUNE, a core per rank, the host window)
+  uint64_t trialCalls = 0;  // calls timed as trials
+  uint64_t decisions = 0;   // collective and size classes settled by their trials
+  uint64_t changes = 0;     // of those, settled on another algorithm than the model's pick
 };
 
 class Communicator {
@@ -197,6 +206,10 @@ class Communicator {
   // The placement probes during calls so far, how many found the CPUs moved, and whether the
   // tuner now prices shared memory for CPUs far apart (diagnostics and tests).
   PlacementProbes placementProbes() const;
+  // What the measured choice has done (diagnostics and tests), and the algorithm it settled
+  // on for `coll` of `bytes` ("" while the class is not settled or not measured).
+  MeasuredChoices measuredChoices() const;
+  std::string measuredAlgorithm(Collective coll, size_t bytes) const;
   // Ok, or the failure that poisoned the communicator (ok once revoked).
   Status asyncError() const;
 

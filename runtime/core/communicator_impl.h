@@ -18,6 +18,7 @@
 #include "runtime/core/call_queue.h"
 #include "runtime/core/channel_workers.h"
 #include "runtime/core/communicator.h"
+#include "runtime/core/measured_choice.h"
 #include "runtime/core/tuner.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
@@ -67,6 +68,10 @@ struct Communicator::Impl {
   double sincePlacementProbeUs = 0;
   uint64_t placementProbes = 0, placementChanges = 0;
   long placementSetUpNs = 0;  // rank 0's round trip at set-up (0: none measured)
+  // The measured choice (runPlanned): rank 0's GYRE_TUNE where every rank has a core and the
+  // host window is up, the tuner not forced.
+  bool measuring = false;
+  MeasuredChoice measured;
   // Hosts and ranks per host where ranks lie host by host (else 1, 1): the hierarchical plans.
   int planHosts = 1;
   int planLocalRanks = 1;
@@ -284,6 +289,13 @@ struct Communicator::Impl {
   // Plans the call ctx.desc names (runtime/core/plan: the tuner's algorithm, channels, steps)
   // and runs every channel's part of it (algorithms/collective.h); `bytes` sizes the choice.
   void runPlanned(const OpContext& ctx, size_t bytes, const void* send, void* recv);
+  // runPlanned's call by `algorithm`.
+  void runAlgorithm(const OpContext& ctx, Algorithm algorithm, size_t bytes, const void* send,
+                    void* recv);
+  // runPlanned's call of a class the measured choice has not settled: a timed trial, or, once
+  // every trial ran, the decision (every rank's times shared through the window), then the call.
+  void runMeasured(const OpContext& ctx, Algorithm modelPick, size_t bytes, const void* send,
+                   void* recv);
   // runPlanned's reduce-scatter by recursive doubling: an all-reduce into wholeBuffer.
   void reduceScatterByDoubling(const OpContext& ctx, const CollectivePlan& plan, const void* send,
                                void* recv);

@@ -122,6 +122,10 @@ const char* slotSpreadName(CommConfig::SlotSpread spread) {
   return "?";
 }
 
+const char* tuneName(CommConfig::Tune tune) {
+  return tune == CommConfig::Tune::measure ? "measure" : "model";
+}
+
 void applyTuningEnv(CommConfig& c) {
   if (const char* v = env("GYRE_TIMEOUT")) {
     char* end = nullptr;
@@ -154,6 +158,7 @@ void applyTuningEnv(CommConfig& c) {
       "GYRE_SLOT_SPREAD", c.slotSpread,
       {CommConfig::SlotSpread::automatic, CommConfig::SlotSpread::on, CommConfig::SlotSpread::off},
       slotSpreadName);
+  envChoice("GYRE_TUNE", c.tune, {CommConfig::Tune::measure, CommConfig::Tune::model}, tuneName);
   c.shmSingleCopyBytes = size_t(
       envInt("GYRE_SHM_SINGLE_COPY_BYTES", (long long)c.shmSingleCopyBytes, 0, (long long)1 << 30));
   if (const char* v = env("GYRE_SOCKET_IFNAME")) c.socketIfname = v;

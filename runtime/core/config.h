@@ -46,6 +46,11 @@ struct CommConfig {
   // but do not share a core's caches, and the slots are not streamed), on or off
   // (docs/tuning_shm.md).
   enum class SlotSpread { automatic, on, off } slotSpread = SlotSpread::automatic;
+  // GYRE_TUNE: measure (where every rank has a core on one host, the calls of each collective
+  // and size class from 16 KiB to 64 MiB try the algorithms the model rates closest, a few
+  // calls each, and keep the fastest: runtime/core/measured_choice.h) or model (the tuner's
+  // prices alone); rank 0's setting holds for all.
+  enum class Tune { measure, model } tune = Tune::measure;
   std::string socketIfname;  // GYRE_SOCKET_IFNAME
   // GYRE_TCP_CONGESTION: auto (BBR with pacing off, else cubic, else reno, for data
   // connections to peers on this host; the system's default for the others), system (never
@@ -78,12 +83,14 @@ struct CommConfig {
 const char* slotStoresName(CommConfig::SlotStores stores);
 // "auto", "on" or "off".
 const char* slotSpreadName(CommConfig::SlotSpread spread);
+// "measure" or "model".
+const char* tuneName(CommConfig::Tune tune);
 
 // Applies GYRE_TIMEOUT, GYRE_NSLOTS, GYRE_SLOT_BYTES, GYRE_SPIN_US, GYRE_ONESHOT_BYTES,
-// GYRE_PLACEMENT_PROBE_MS, GYRE_SLOT_STORES, GYRE_SLOT_SPREAD, GYRE_SHM_SINGLE_COPY_BYTES,
-// GYRE_SOCKET_IFNAME, GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT, GYRE_NET_GBITS, GYRE_ALGO,
-// GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA, GYRE_IB_GID_INDEX and the GYRE_CUDA_*
-// variables.
+// GYRE_PLACEMENT_PROBE_MS, GYRE_SLOT_STORES, GYRE_SLOT_SPREAD, GYRE_TUNE,
+// GYRE_SHM_SINGLE_COPY_BYTES, GYRE_SOCKET_IFNAME, GYRE_TCP_CONGESTION, GYRE_TCP_TIMEOUT,
+// GYRE_NET_GBITS, GYRE_ALGO, GYRE_CHANNELS, GYRE_TRANSPORT, GYRE_SHM_DIR, GYRE_IB_HCA,
+// GYRE_IB_GID_INDEX and the GYRE_CUDA_* variables.
 void applyTuningEnv(CommConfig& config);
 
 // Reads rank, size and rendezvous from GYRE_* (or torch's RANK, WORLD_SIZE, MASTER_ADDR,

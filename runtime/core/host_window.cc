@@ -109,7 +109,12 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
       mine.append(std::to_string(probes ? config.placementProbe.count() : 0)).append(" ");
       const KernelCopy copy = measureKernelCopy();
       mine.append(std::to_string(std::lround(100 * copy.ratio))).append(" ");
-      mine.append(std::to_string(std::lround(copy.microseconds)));
+      mine.append(std::to_string(std::lround(copy.microseconds))).append(" ");
+      // The measured choice times calls only where each rank has a core: where ranks share
+      // cores a call's time is mostly the scheduler's.
+      mine.append(config.tune == CommConfig::Tune::measure && !tuner->forced() && ranksHaveCores
+                      ? "1"
+                      : "0");
     } else if (partner > 0 && config.rank == partner) {
       answerRoundTrips(*window.mailbox(partner).state, *window.mailbox(0).state, 2 * kProbeWait);
     }
@@ -133,11 +138,12 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
   tuner->setOneShot(config.oneShotBytes);
   enableDirectRead();
   // Rank 0's figures, so every rank prices its calls alike and probes at the same calls.
-  long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0, kernelCopyUs = 0;
+  long roundTripNs = 0, probeUs = 0, kernelCopyPercent = 0, kernelCopyUs = 0, measures = 0;
   if (all[0].size() > 3) {
-    std::sscanf(all[0].c_str() + 3, "%ld %ld %ld %ld", &roundTripNs, &probeUs, &kernelCopyPercent,
-                &kernelCopyUs);
+    std::sscanf(all[0].c_str() + 3, "%ld %ld %ld %ld %ld", &roundTripNs, &probeUs,
+                &kernelCopyPercent, &kernelCopyUs, &measures);
   }
+  measuring = measures == 1;
   tuner->setKernelCopyUs(double(kernelCopyUs));
   // Wakes without a notifier's fence only where every rank's sleeps order themselves.
   if (std::all_of(all.begin(), all.end(), [](const std::string& a) { return a[1] == 'b'; })) {
@@ -226,6 +232,7 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
   oneShot->streamBlocks(streamsSlots());
   oneShot->prefetchFarApart(tuner->link().placedFar);
   for (LastChoice& last : lastChoice) last = {};
+  measured.reset();  // every rank at this call: the classes try again where the CPUs now sit
   ++placementChanges;
   if (config.rank == 0) {
     GYRE_LOG(info, who() + ": the CPUs of ranks 0 and " + std::to_string(placementPartner) +
@@ -243,6 +250,18 @@ PlacementProbes Communicator::placementProbes() const {
   return {impl_->placementProbes, impl_->placementChanges,
           impl_->tuner && impl_->tuner->link().placedFar, impl_->placementProbeUs > 0,
           impl_->placementSetUpNs};
+}
+
+MeasuredChoices Communicator::measuredChoices() const {
+  std::lock_guard lock(impl_->opMutex);
+  const MeasuredChoice& m = impl_->measured;
+  return {impl_->measuring, m.trialCalls(), m.decisions(), m.changes()};
+}
+
+std::string Communicator::measuredAlgorithm(Collective coll, size_t bytes) const {
+  std::lock_guard lock(impl_->opMutex);
+  const Algorithm* a = impl_->measured.settled(coll, bytes);
+  return a ? algorithmName(*a) : "";
 }
 
 uint64_t Communicator::windowCalls() const {
@@ -303,6 +322,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
                                      void* recv) {
   if (!oneShot) return false;
   std::lock_guard lock(opMutex);
+  if (measured.pending()) measured.end(MeasuredChoice::nowNs());  // a trial's loop ends here
   const LastChoice& last = lastChoice[size_t(desc.coll)];
   const Algorithm algorithm = last.algorithm;
   if (last.bytes != bytes ||

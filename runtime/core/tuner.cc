@@ -482,6 +482,21 @@ Choice Tuner::choose(Collective coll, size_t bytes, int n) const {
   return best;
 }
 
+std::vector<Algorithm> Tuner::trialAlgorithms(const Choice& pick, Collective coll, size_t bytes,
+                                              int n) const {
+  std::vector<std::pair<double, Algorithm>> others;
+  for (Algorithm a : kAll) {
+    if (a == pick.algorithm || a == Algorithm::hierarchical) continue;
+    const double t = predictUs(a, coll, bytes, n);
+    if (t >= 0 && t <= kTrialSpread * pick.predictedUs) others.emplace_back(t, a);
+  }
+  std::stable_sort(others.begin(), others.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<Algorithm> algorithms{pick.algorithm};
+  for (const auto& [t, a] : others) algorithms.push_back(a);
+  return algorithms;
+}
+
 std::string Tuner::explain(const Choice& choice, Collective coll, size_t bytes, int n) const {
   if (choice.forced) return "forced by GYRE_ALGO";
   std::ostringstream why;

@@ -223,6 +223,14 @@ class Tuner {
   // `bytes` is the collective's size as nccl-tests counts it: the buffer for all_reduce,
   // broadcast and reduce, the gathered (or scattered) whole for the others.
   Choice choose(Collective coll, size_t bytes, int nranks) const;
+  // The algorithms the measured choice tries (runtime/core/measured_choice.h): `pick` (the
+  // model's choice) first, then every other that runs this call, hierarchical aside, whose
+  // predicted time is at most kTrialSpread times the pick's, the fastest predicted first. The
+  // candidates' rules are left out: they keep the model's picks from where it was measured to
+  // misprice them, and the trials measure.
+  std::vector<Algorithm> trialAlgorithms(const Choice& pick, Collective coll, size_t bytes,
+                                         int nranks) const;
+  static constexpr double kTrialSpread = 4;
   // Why choose() chose that, with every candidate's prediction (for GYRE_DEBUG=INFO).
   std::string explain(const Choice& choice, Collective coll, size_t bytes, int nranks) const;
   // Rings for a ring collective of `bytes`: up to the link's maxChannels, each carrying at

@@ -137,6 +137,27 @@ TEST_CASE("config: GYRE_SLOT_SPREAD is auto, on or off; auto by default") {
   }
 }
 
+TEST_CASE("config: GYRE_TUNE is measure or model; measure by default") {
+  {
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.tune == CommConfig::Tune::measure);
+  }
+  for (const auto& [text, tune] : {std::pair{"measure", CommConfig::Tune::measure},
+                                   std::pair{"model", CommConfig::Tune::model}}) {
+    ScopedEnv e("GYRE_TUNE", text);
+    CommConfig c;
+    applyTuningEnv(c);
+    CHECK(c.tune == tune);
+    CHECK(std::string(tuneName(tune)) == text);
+  }
+  for (const char* bad : {"1", "auto", "Measure"}) {
+    ScopedEnv e("GYRE_TUNE", bad);
+    CommConfig c;
+    CHECK_THROWS_AS(applyTuningEnv(c), Failure);
+  }
+}
+
 TEST_CASE("config: Slurm's first node of a node list") {
   CHECK(firstSlurmHost("vm") == "vm");
   CHECK(firstSlurmHost("node[01-04,07],gpu5") == "node01");
