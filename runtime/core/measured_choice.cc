@@ -112,33 +112,42 @@ Algorithm MeasuredChoice::decide(Collective coll, size_t bytes,
     if (t % kTrialsEach == 0) continue;  // the algorithm's first call after another's
     lasted[t / kTrialsEach].push_back(lastEnd - std::min(lastStart, lastEnd));
   }
-  std::vector<uint64_t> median(algorithms);
+  // Each algorithm's mean trial, a trial over kOutlier times its median left out (a rank that
+  // lost its core): calls that run ahead (a window broadcast's root) make some trials short
+  // and the next long, and the mean is the loop's pace.
+  std::vector<uint64_t> mean(algorithms);
   for (size_t a = 0; a < algorithms; ++a) {
-    std::sort(lasted[a].begin(), lasted[a].end());
-    median[a] = lasted[a][lasted[a].size() / 2];
+    std::vector<uint64_t>& v = lasted[a];
+    std::sort(v.begin(), v.end());
+    const double limit = kOutlier * double(v[v.size() / 2]);
+    double sum = 0;
+    size_t kept = 0;
+    for (uint64_t d : v) {
+      if (double(d) > limit) break;
+      sum += double(d);
+      ++kept;
+    }
+    mean[a] = uint64_t(sum / double(kept));
   }
   size_t best = 0;
   for (size_t a = 1; a < algorithms; ++a) {
-    if (median[a] < median[best]) best = a;
+    if (mean[a] < mean[best]) best = a;
   }
-  if (best != 0 && (double(median[best]) >= (1 - kMargin) * double(median[0]) ||
-                    lasted[best].back() >= lasted[0].front())) {
-    best = 0;
-  }
+  if (best != 0 && double(mean[best]) >= (1 - kMargin) * double(mean[0])) best = 0;
   c.choice = c.algorithms[best];
-  c.medians = std::move(median);
+  c.means = std::move(mean);
   c.settled = true;
   ++decisions_;
   if (best != 0) ++changes_;
   return c.choice;
 }
 
-std::vector<std::pair<Algorithm, uint64_t>> MeasuredChoice::medians(Collective coll,
-                                                                    size_t bytes) const {
+std::vector<std::pair<Algorithm, uint64_t>> MeasuredChoice::means(Collective coll,
+                                                                  size_t bytes) const {
   std::vector<std::pair<Algorithm, uint64_t>> m;
   const Class* c = find(coll, bytes);
   if (!c) return m;
-  for (size_t a = 0; a < c->medians.size(); ++a) m.emplace_back(c->algorithms[a], c->medians[a]);
+  for (size_t a = 0; a < c->means.size(); ++a) m.emplace_back(c->algorithms[a], c->means[a]);
   return m;
 }
 

@@ -27,16 +27,17 @@ namespace gyre {
 class MeasuredChoice {
  public:
   // Calls per algorithm, one after another: the first settles what the algorithm leaves in
-  // the caches (a direct read's next call finds the lines it read last time), the median of the
-  // other three is kept. Interleaved trials timed each algorithm after another's calls, which
-  // no loop of one algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us
-  // there against 44 in a loop of its own.
-  static constexpr int kTrialsEach = 4;
+  // the caches (a direct read's next call finds the lines it read last time), the other five
+  // are timed. Interleaved trials timed each algorithm after another's calls, which no loop of
+  // one algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us there
+  // against 44 in a loop of its own.
+  static constexpr int kTrialsEach = 6;
   static constexpr int kMostAlgorithms = 5;  // tried per class, the model's pick first
   static constexpr size_t kFromBytes = 16 << 10;
   static constexpr size_t kBelowBytes = 64 << 20;
-  // An algorithm replaces the model's pick only where its median is this much shorter.
-  static constexpr double kMargin = 0.05;
+  // An algorithm replaces the model's pick only where its mean trial is this much shorter.
+  static constexpr double kMargin = 0.10;
+  static constexpr double kOutlier = 10;
   static_assert(2 * kTrialsEach * kMostAlgorithms <= int(MailTrials::kTimes),
                 "every trial's start and end fit the window's trial times");
 
@@ -71,14 +72,14 @@ class MeasuredChoice {
   const std::vector<uint64_t>& times(Collective coll, size_t bytes) const;
   // Settles the class from every rank's times (rank r's at r * times().size()): a trial lasted
   // from the last rank's start to the last rank's end, so a rank that came late does not
-  // count as the others' waiting. Each algorithm's median trial is compared; the model's pick
-  // stays unless another's is kMargin shorter and its slowest trial shorter than the pick's
-  // fastest (trials that overlap are noise: other calls and work between an application's
-  // calls of one size).
+  // count as the others' waiting. Each algorithm's mean trial is compared (a trial over
+  // kOutlier times the algorithm's median left out); the model's pick stays unless another's
+  // is kMargin shorter, so algorithms within the noise of an application's loop (other calls
+  // and work between its calls of one size) do not take turns from run to run.
   Algorithm decide(Collective coll, size_t bytes, const std::vector<uint64_t>& everyRank,
                    int nranks);
-  // The settled class's median trial of each of its algorithms, in ns, in its order.
-  std::vector<std::pair<Algorithm, uint64_t>> medians(Collective coll, size_t bytes) const;
+  // The settled class's mean trial of each of its algorithms, in ns, in its order.
+  std::vector<std::pair<Algorithm, uint64_t>> means(Collective coll, size_t bytes) const;
   // Forgets every class (the CPUs moved: the model's picks and the times may have changed).
   void reset() {
     classes_.clear();
@@ -93,7 +94,7 @@ class MeasuredChoice {
   struct Class {
     std::vector<Algorithm> algorithms;  // the model's pick first
     std::vector<uint64_t> times;        // start, end of each trial run so far
-    std::vector<uint64_t> medians;      // per algorithm, once settled by trials
+    std::vector<uint64_t> means;        // per algorithm, once settled by trials
     bool settled = false;
     Algorithm choice = Algorithm::ring;
   };

@@ -38,7 +38,7 @@ algos_of() {
 echo "# tuner check: gyre-bench --algos, time (us): per process the median of $rounds rounds of" \
   "$iters iterations, then the median over $procs process(es); $(date -u +%F), $(nproc) cores," \
   "transport ${GYRE_TRANSPORT:-auto}, gyre-run --bind $bind${GYRE_BENCH_ARGS:+, gyre-bench $GYRE_BENCH_ARGS}"
-echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the last one logged where a probe" \
+echo "# pick: the tuner's choice (its GYRE_DEBUG=INFO log, the measured choice's where it settled, the last one logged where a probe" \
   "during calls swapped its pricing); pick/best: that algorithm's time over" \
   "the best forced time; tuned/best: the tuned communicator, timed on its own, over the best"
 work=$(mktemp -d)
@@ -77,6 +77,10 @@ for n in ${ranks//,/ }; do
       FILENAME ~ /log$/ {
         if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: [a-z]+ \\(predicted")) {
           split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[9]
+        }
+        # The measured choice (GYRE_TUNE=measure) logs what its trials settled on after that.
+        if (match($0, "rank 0: " coll " of [0-9]+ B at n=[0-9]+: measured [a-z]+ ")) {
+          split(substr($0, RSTART, RLENGTH), w, " "); pick[w[5]] = w[10]
         }
         # A forced algorithm that cannot run a call (a window post past its capacity) leaves
         # it to the tuner: that column timed the tuned algorithm again, not the one named.
