@@ -135,6 +135,7 @@ void Communicator::Impl::runMeasured(const OpContext& ctx, Algorithm modelPick, 
       return runAlgorithm(ctx, *settled, bytes, send, recv);  // the only one
     }
   }
+  if (measured.settling(coll, bytes)) return runAlgorithm(ctx, modelPick, bytes, send, recv);
   if (!measured.trialsDone(coll, bytes)) {
     const Algorithm trial = measured.nextTrial(coll, bytes);
     measured.begin(coll, bytes, MeasuredChoice::nowNs());

@@ -324,8 +324,15 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
   std::lock_guard lock(opMutex);
   if (measured.pending()) measured.end(MeasuredChoice::nowNs());  // a trial's loop ends here
   const LastChoice& last = lastChoice[size_t(desc.coll)];
-  const Algorithm algorithm = last.algorithm;
-  if (last.bytes != bytes ||
+  Algorithm algorithm = last.algorithm;
+  // A trial of the measured choice by a window algorithm goes straight too, as the class's
+  // calls will once settled: by the general path its trials took about 1 us more a call
+  // than its loop, enough to put a slot algorithm ahead of it.
+  const bool trial = measuring && bytes >= MeasuredChoice::kFromBytes &&
+                     MeasuredChoice::measures(desc.coll, bytes) &&
+                     measured.inTrials(desc.coll, bytes);
+  if (trial) algorithm = measured.nextTrial(desc.coll, bytes);
+  if ((!trial && last.bytes != bytes) ||
       (algorithm != Algorithm::oneshot && algorithm != Algorithm::directRead) ||
       poisonSet.load(std::memory_order_acquire)) {
     return false;
@@ -344,6 +351,7 @@ bool Communicator::Impl::runInWindow(const OpDesc& desc, size_t bytes, const voi
   }
   ctx.spreadSlots = slotWrites(desc.coll, bytes).spread;
   ++straightWindowCalls;
+  if (trial) measured.begin(desc.coll, bytes, MeasuredChoice::nowNs());
   board->started(ctx.desc);
   try {
     callWindow(ctx, send, recv, algorithm == Algorithm::directRead);

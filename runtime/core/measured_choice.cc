@@ -58,6 +58,18 @@ void MeasuredChoice::start(Collective coll, size_t bytes,
   classes_.emplace(key(coll, bytes), std::move(c));
 }
 
+bool MeasuredChoice::settling(Collective coll, size_t bytes) {
+  Class& c = at(coll, bytes);
+  if (c.calls >= kSettlingCalls) return false;
+  ++c.calls;
+  return true;
+}
+
+bool MeasuredChoice::inTrials(Collective coll, size_t bytes) const {
+  const Class* c = find(coll, bytes);
+  return c && !c->settled && c->calls >= kSettlingCalls && !trialsDone(coll, bytes);
+}
+
 bool MeasuredChoice::trialsDone(Collective coll, size_t bytes) const {
   const Class* c = find(coll, bytes);
   return c && c->times.size() == 2 * size_t(kTrialsEach) * c->algorithms.size() &&
@@ -109,7 +121,7 @@ Algorithm MeasuredChoice::decide(Collective coll, size_t bytes,
       lastStart = std::max(lastStart, everyRank[size_t(r) * per + 2 * t]);
       lastEnd = std::max(lastEnd, everyRank[size_t(r) * per + 2 * t + 1]);
     }
-    if (t % kTrialsEach == 0) continue;  // the algorithm's first call after another's
+    if (t % kTrialsEach < kWarmingTrials) continue;  // its first calls after another's
     lasted[t / kTrialsEach].push_back(lastEnd - std::min(lastStart, lastEnd));
   }
   // Each algorithm's mean trial, a trial over kOutlier times its median left out (a rank that

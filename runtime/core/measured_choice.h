@@ -26,13 +26,17 @@ namespace gyre {
 
 class MeasuredChoice {
  public:
-  // Calls per algorithm, one after another: the first settles what the algorithm leaves in
-  // the caches (a direct read's next call finds the lines it read last time), the other five
-  // are timed. Interleaved trials timed each algorithm after another's calls, which no loop of
-  // one algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us there
+  // Calls per algorithm, one after another: the first kWarmingTrials are not counted, while
+  // the algorithm opens its links or touches their pages and fills the caches its way (a
+  // direct read's next call finds the lines it read last time; at n = 2, 64 KiB, the ring's
+  // first three trials took 38, 25 and 6.3 us, then 4.8-5.7, the read's 6.1 then 4.1-4.7).
+  // Interleaved trials timed each algorithm after another's calls, which no loop of one
+  // algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us there
   // against 44 in a loop of its own.
-  static constexpr int kTrialsEach = 6;
-  static constexpr int kMostAlgorithms = 5;  // tried per class, the model's pick first
+  static constexpr int kTrialsEach = 8;
+  static constexpr int kWarmingTrials = 3;
+  static constexpr int kMostAlgorithms = 5;
+  static constexpr int kSettlingCalls = 8;  // tried per class, the model's pick first
   static constexpr size_t kFromBytes = 16 << 10;
   static constexpr size_t kBelowBytes = 64 << 20;
   // An algorithm replaces the model's pick only where its mean trial is this much shorter.
@@ -56,6 +60,13 @@ class MeasuredChoice {
   // Starts the class of `coll` and `bytes` with `algorithms` (the model's pick first) unless
   // it has started: a class of one algorithm settles at once.
   void start(Collective coll, size_t bytes, const std::vector<Algorithm>& algorithms);
+  // Counts a call of the started class and says whether it comes before the trials: the
+  // first kSettlingCalls of a class run the model's pick untimed, while a fresh process's
+  // buffers and the links' pages are first touched and its caches fill.
+  bool settling(Collective coll, size_t bytes);
+  // Whether the class's next call is one of its trials: started, past its settling calls,
+  // a trial still to run (not the deciding call).
+  bool inTrials(Collective coll, size_t bytes) const;
   // Whether every trial of the started class has been timed: the next call decides.
   bool trialsDone(Collective coll, size_t bytes) const;
   // The algorithm of the class's next trial: each algorithm's trials in a row, the model's
@@ -95,6 +106,7 @@ class MeasuredChoice {
     std::vector<Algorithm> algorithms;  // the model's pick first
     std::vector<uint64_t> times;        // start, end of each trial run so far
     std::vector<uint64_t> means;        // per algorithm, once settled by trials
+    int calls = 0;                      // before the trials
     bool settled = false;
     Algorithm choice = Algorithm::ring;
   };

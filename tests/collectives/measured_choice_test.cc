@@ -77,8 +77,10 @@ TEST_CASE("measured choice: every rank settles each size on the same algorithm, 
   CommConfig config;
   config.timeout = std::chrono::seconds(60);
   test::ThreadJob job(n, config, "measured-choice");
-  // Every class tries its algorithms in turn, then decides at its next call.
-  const int rounds = MeasuredChoice::kMostAlgorithms * MeasuredChoice::kTrialsEach + 2;
+  // Every class runs its settling calls, tries its algorithms in turn, then decides at its
+  // next call.
+  const int rounds = MeasuredChoice::kSettlingCalls +
+                     MeasuredChoice::kMostAlgorithms * MeasuredChoice::kTrialsEach + 2;
   std::vector<std::string> wrong(n);
   callAll(job, rounds, wrong);
   for (int r = 0; r < n; ++r) CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);

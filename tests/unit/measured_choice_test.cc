@@ -16,6 +16,7 @@ namespace {
 constexpr Collective kColl = Collective::all_gather;
 constexpr size_t kBytes = 64 << 10;
 constexpr int kEach = MeasuredChoice::kTrialsEach;
+constexpr int kWarming = MeasuredChoice::kWarmingTrials;
 
 // Runs every trial of the class on one rank: trial t starts at t * 1000 ns and lasts
 // lasting(algorithm index, t) ns. Returns this rank's times.
@@ -50,13 +51,13 @@ TEST_CASE("measured choice: the collectives of one size on every rank, 16 KiB to
   }
 }
 
-TEST_CASE("measured choice: the fastest mean wins, each algorithm's first trial left out") {
+TEST_CASE("measured choice: the fastest mean wins, each algorithm's first trials left out") {
   MeasuredChoice m;
   const std::vector<Algorithm> algorithms{Algorithm::oneshot, Algorithm::ring,
                                           Algorithm::directRead};
-  // The read is fastest but for its first call, which took twice as long as the others.
+  // The read is fastest but for its first calls, which took twice as long as the others.
   const auto times = runTrials(m, algorithms, [](size_t a, size_t t) -> uint64_t {
-    if (a == 2) return t % kEach == 0 ? 6000 : 3000 + 10 * t;
+    if (a == 2) return t % kEach < kWarming ? 6000 : 3000 + 10 * t;
     return a == 0 ? 5000 : 4000;
   });
   CHECK(m.trialCalls() == uint64_t(kEach * 3));
@@ -70,8 +71,8 @@ TEST_CASE("measured choice: the fastest mean wins, each algorithm's first trial 
   REQUIRE(means.size() == 3);
   CHECK(means[0].second == 5000);
   CHECK(means[1].second == 4000);
-  // Trials 2 * kEach + 1 to 3 * kEach - 1: their mean is the middle one's.
-  CHECK(means[2].second == 3000 + 10 * (2 * kEach + kEach / 2));
+  // Its counted trials: from 2 * kEach + kWarming to 3 * kEach - 1, their mean the middle one's.
+  CHECK(means[2].second == 3000 + 10 * (2 * kEach + kWarming + 3 * kEach - 1) / 2);
   // Another size class of the collective starts afresh.
   CHECK(m.settled(kColl, 2 * kBytes) == nullptr);
   m.reset();
@@ -118,6 +119,14 @@ TEST_CASE("measured choice: the model's pick stays within the margin") {
                                  [](size_t a, size_t) -> uint64_t { return a == 0 ? 1000 : 880; });
     CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::tree);
     CHECK(m.changes() == 1);
+  }
+  SUBCASE("the first calls of a class run the pick untimed") {
+    MeasuredChoice m;
+    m.start(kColl, kBytes, {Algorithm::ring, Algorithm::tree});
+    for (int i = 0; i < MeasuredChoice::kSettlingCalls; ++i) CHECK(m.settling(kColl, kBytes));
+    CHECK_FALSE(m.settling(kColl, kBytes));
+    CHECK(m.nextTrial(kColl, kBytes) == Algorithm::ring);
+    CHECK(m.trialCalls() == 0);
   }
   SUBCASE("one algorithm settles at once, with no trial") {
     MeasuredChoice m;
