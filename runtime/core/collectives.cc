@@ -126,9 +126,10 @@ void Communicator::Impl::runPlanned(const OpContext& ctx, size_t bytes, const vo
 void Communicator::Impl::runMeasured(const OpContext& ctx, Algorithm modelPick, size_t bytes,
                                      const void* send, void* recv) {
   const Collective coll = ctx.desc.coll;
-  // The next call of this size comes back here, not the window's straight path.
+  // The next call of this size asks choose() again, which takes the class's algorithm once it
+  // settles (until then only a trial by a window algorithm goes the straight path).
   lastChoice[size_t(coll)].bytes = SIZE_MAX;
-  if (!measured.trialsDone(coll, bytes)) {
+  if (!measured.started(coll, bytes)) {
     const Choice pick{modelPick, tuner->predictUs(modelPick, coll, bytes, config.nranks), false};
     measured.start(coll, bytes, tuner->trialAlgorithms(pick, coll, bytes, config.nranks));
     if (const Algorithm* settled = measured.settled(coll, bytes)) {

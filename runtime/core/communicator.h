@@ -84,6 +84,7 @@ struct MeasuredChoices {
   uint64_t trialCalls = 0;  // calls timed as trials
   uint64_t decisions = 0;   // collective and size classes settled by their trials
   uint64_t changes = 0;     // of those, settled on another algorithm than the model's pick
+  uint64_t awaiting = 0;    // classes whose trials all ran: their next call decides
 };
 
 class Communicator {

@@ -255,7 +255,7 @@ PlacementProbes Communicator::placementProbes() const {
 MeasuredChoices Communicator::measuredChoices() const {
   std::lock_guard lock(impl_->opMutex);
   const MeasuredChoice& m = impl_->measured;
-  return {impl_->measuring, m.trialCalls(), m.decisions(), m.changes()};
+  return {impl_->measuring, m.trialCalls(), m.decisions(), m.changes(), m.awaitingDecision()};
 }
 
 std::string Communicator::measuredAlgorithm(Collective coll, size_t bytes) const {

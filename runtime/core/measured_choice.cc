@@ -70,6 +70,17 @@ bool MeasuredChoice::inTrials(Collective coll, size_t bytes) const {
   return c && !c->settled && c->calls >= kSettlingCalls && !trialsDone(coll, bytes);
 }
 
+uint64_t MeasuredChoice::awaitingDecision() const {
+  uint64_t awaiting = 0;
+  for (const auto& entry : classes_) {
+    const Class& c = entry.second;
+    if (!c.settled && c.times.size() == 2 * size_t(kTrialsEach) * c.algorithms.size()) {
+      ++awaiting;
+    }
+  }
+  return awaiting;
+}
+
 bool MeasuredChoice::trialsDone(Collective coll, size_t bytes) const {
   const Class* c = find(coll, bytes);
   return c && c->times.size() == 2 * size_t(kTrialsEach) * c->algorithms.size() &&

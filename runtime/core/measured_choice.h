@@ -1,7 +1,7 @@
-// The measured choice (docs/tuning.md, "The measured choice"): where every rank of a
-// communicator has a core on one host, the calls of each collective and power-of-two size
-// class from 16 KiB to 64 MiB first try the algorithms the tuner's model rates closest, a few
-// calls each, and the class then keeps the one that ran fastest on every rank's clock. The
+// The measured choice (docs/tuning_measured.md): where every rank of a communicator has a core
+// on one host, the calls of each collective and power-of-two size class from 16 KiB to 64 MiB
+// first try the algorithms the tuner's model rates closest, a few calls each, and the class
+// then keeps the one that ran fastest on every rank's clock. The
 // model's prices were fitted on other machines and to loops over unchanged buffers; the
 // trials time the application's own calls, on this machine, with its own data (a buffer just
 // written by its owner's core, or one the readers still hold from the call before, can make
@@ -35,12 +35,15 @@ class MeasuredChoice {
   // against 44 in a loop of its own.
   static constexpr int kTrialsEach = 8;
   static constexpr int kWarmingTrials = 3;
-  static constexpr int kMostAlgorithms = 5;
-  static constexpr int kSettlingCalls = 8;  // tried per class, the model's pick first
+  static constexpr int kMostAlgorithms = 5;  // tried per class, the model's pick first
+  // The class's first calls run the model's pick untimed, while a fresh process touches its
+  // buffers and the links' pages first.
+  static constexpr int kSettlingCalls = 8;
   static constexpr size_t kFromBytes = 16 << 10;
   static constexpr size_t kBelowBytes = 64 << 20;
   // An algorithm replaces the model's pick only where its mean trial is this much shorter.
   static constexpr double kMargin = 0.10;
+  // A trial over this many times its algorithm's median is left out (a rank lost its core).
   static constexpr double kOutlier = 10;
   static_assert(2 * kTrialsEach * kMostAlgorithms <= int(MailTrials::kTimes),
                 "every trial's start and end fit the window's trial times");
@@ -57,12 +60,11 @@ class MeasuredChoice {
 
   // The class's settled algorithm, or nullptr while it is not settled (or not measured).
   const Algorithm* settled(Collective coll, size_t bytes) const;
+  bool started(Collective coll, size_t bytes) const { return find(coll, bytes) != nullptr; }
   // Starts the class of `coll` and `bytes` with `algorithms` (the model's pick first) unless
   // it has started: a class of one algorithm settles at once.
   void start(Collective coll, size_t bytes, const std::vector<Algorithm>& algorithms);
-  // Counts a call of the started class and says whether it comes before the trials: the
-  // first kSettlingCalls of a class run the model's pick untimed, while a fresh process's
-  // buffers and the links' pages are first touched and its caches fill.
+  // Counts a call of the started class and says whether it is one of its settling calls.
   bool settling(Collective coll, size_t bytes);
   // Whether the class's next call is one of its trials: started, past its settling calls,
   // a trial still to run (not the deciding call).
@@ -97,6 +99,9 @@ class MeasuredChoice {
     pending_ = false;
   }
 
+  // Classes whose trials all ran (the last one ends where the next call starts) and whose
+  // next call decides.
+  uint64_t awaitingDecision() const;
   uint64_t trialCalls() const { return trialCalls_; }
   uint64_t decisions() const { return decisions_; }
   uint64_t changes() const { return changes_; }  // decisions other than the model's pick
@@ -106,7 +111,7 @@ class MeasuredChoice {
     std::vector<Algorithm> algorithms;  // the model's pick first
     std::vector<uint64_t> times;        // start, end of each trial run so far
     std::vector<uint64_t> means;        // per algorithm, once settled by trials
-    int calls = 0;                      // before the trials
+    int calls = 0;                      // settling calls run so far
     bool settled = false;
     Algorithm choice = Algorithm::ring;
   };

@@ -133,3 +133,43 @@ TEST_CASE("measured choice: none under GYRE_TUNE=model or a forced algorithm") {
     }
   }
 }
+
+// A rank that left before a class's deciding call: the exchange of trial times fails at once,
+// naming it, not at the deadline.
+TEST_CASE("measured choice: a peer that left fails the decision fast, naming it") {
+  CommConfig config;
+  config.timeout = std::chrono::seconds(60);
+  test::ThreadJob job(2, config, "measured-choice-left");
+  if (!job.comm(0).measuredChoices().measuring) {
+    MESSAGE("skipped: no measured choice here (the ranks share cores)");
+    return;
+  }
+  const size_t count = 16 << 10;  // int32: 64 KiB
+  std::vector<std::vector<int32_t>> in(2, std::vector<int32_t>(count, 1)), out = in;
+  const int most = MeasuredChoice::kSettlingCalls +
+                   MeasuredChoice::kMostAlgorithms * MeasuredChoice::kTrialsEach;
+  // One call at a time on both ranks, until the all-reduce's trials have all run.
+  for (int i = 0; i < most && job.comm(0).measuredChoices().awaiting == 0; ++i) {
+    job.run([&](Communicator& c, int r) {
+      c.allReduce(in[size_t(r)].data(), out[size_t(r)].data(), count, DataType::i32, RedOp::sum);
+    });
+  }
+  REQUIRE(job.comm(0).measuredChoices().awaiting == 1);
+  CHECK(job.comm(1).measuredChoices().awaiting == 1);
+  CHECK(job.comm(0).measuredChoices().decisions == 0);
+  job.destroy(1);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    job.comm(0).allReduce(in[0].data(), out[0].data(), count, DataType::i32, RedOp::sum);
+    FAIL("the all-reduce returned without rank 1");
+  } catch (const Failure& f) {
+    const std::string what = f.what();
+    CAPTURE(what);
+    CHECK(f.status().code == Code::remote_error);
+    CHECK(what.find("rank 1") != std::string::npos);
+    CHECK(what.find("all_reduce") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  // The deciding call's exchange comes before its algorithm: it failed there.
+  CHECK(job.comm(0).measuredChoices().decisions == 0);
+}
