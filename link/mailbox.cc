@@ -30,7 +30,10 @@ struct alignas(64) WindowHeader {
   uint32_t reserved;
   uint64_t capacity;
 };
-constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '8'};
+// The last character is the layout's version, moved on with every change to it (9: each
+// mailbox's MailTrials), so a rank of another build fails to map the window instead of
+// reading its mailboxes at the wrong places.
+constexpr char kMagic[8] = {'G', 'Y', 'R', 'E', 'M', 'B', 'X', '9'};
 
 // A data block holds a whole post and, for spreading (spreadOffset), room to move smaller
 // ones about: 512 KiB a block where that is no more than 2 MiB a block over all ranks (up to 4
