@@ -74,17 +74,14 @@ uint64_t MeasuredChoice::awaitingDecision() const {
   uint64_t awaiting = 0;
   for (const auto& entry : classes_) {
     const Class& c = entry.second;
-    if (!c.settled && c.times.size() == 2 * size_t(kTrialsEach) * c.algorithms.size()) {
-      ++awaiting;
-    }
+    if (!c.settled && c.allBegun()) ++awaiting;
   }
   return awaiting;
 }
 
 bool MeasuredChoice::trialsDone(Collective coll, size_t bytes) const {
   const Class* c = find(coll, bytes);
-  return c && c->times.size() == 2 * size_t(kTrialsEach) * c->algorithms.size() &&
-         !(pending_ && pendingKey_ == key(coll, bytes));
+  return c && c->allBegun() && !(pending_ && pendingKey_ == key(coll, bytes));
 }
 
 Algorithm MeasuredChoice::nextTrial(Collective coll, size_t bytes) const {

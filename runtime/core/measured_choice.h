@@ -114,6 +114,8 @@ class MeasuredChoice {
     int calls = 0;                      // settling calls run so far
     bool settled = false;
     Algorithm choice = Algorithm::ring;
+    // Every trial has begun (the last one ends where the next call starts).
+    bool allBegun() const { return times.size() == 2 * size_t(kTrialsEach) * algorithms.size(); }
   };
   static int key(Collective coll, size_t bytes);
   const Class* find(Collective coll, size_t bytes) const;
