@@ -153,6 +153,8 @@ class OneShot {
   void publishReads(uint64_t seq);
   void awaitReads(const OpContext& ctx, int peer, uint64_t seq);
   void finishReads(const OpContext& ctx, int peer);
+  // Waits until the others (or `peer` alone, when not negative) have published this call's.
+  void awaitPeerReads(const OpContext& ctx, int peer);
   // Checks the calls this rank went on from, oldest first: waits for those up to seq `through`,
   // and, with `probe`, checks later ones every rank they need has started. A rank's part passes
   // on its fold of the calls run (foldsAgree), else on its post.

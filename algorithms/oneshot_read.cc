@@ -32,15 +32,18 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       // Each rank's block lands straight in its place: the all-gather's whole input, the
       // all-to-all's block `rank` of it (one copy per byte where the pairwise exchange's slots
       // make two). The reads start at the next rank, so the ranks do not all read rank 0 first.
+      // The own block is copied after the others' inputs are read and that is told, so the
+      // copy overlaps the wait for the others' reads instead of delaying them.
       const int n = window_.nranks();
       const size_t from = d.coll == Collective::all_to_all ? size_t(rank_) * bytes : 0;
       exchangeBuffers(ctx, in, out, -1);
-      cpu::copy(out + size_t(rank_) * bytes, nullptr, in + from, bytes);  // in place: a no-op
       for (int k = 1; k < n; ++k) {
         const int r = (rank_ + k) % n;
         readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)] + from, bytes);
       }
-      finishReads(ctx, -1);
+      publishReads(d.seq);
+      cpu::copy(out + size_t(rank_) * bytes, nullptr, in + from, bytes);  // in place: a no-op
+      awaitPeerReads(ctx, -1);
       break;
     }
     case Collective::broadcast: {
@@ -57,8 +60,9 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
           const int r = (rank_ + k) % n;
           writePeer(ctx, r, peerOutputs_[size_t(r)], in, pushed);
         }
+        publishReads(d.seq);                 // the receivers need not wait for the root's own copy
         cpu::copy(out, nullptr, in, bytes);  // a no-op in place
-        finishReads(ctx, -1);
+        awaitPeerReads(ctx, -1);
       } else {
         exchangeBuffers(ctx, out, out, d.root);
         readPeer(ctx, d.root, out + pushed, peerInputs_[size_t(d.root)] + pushed, bytes - pushed);
@@ -100,6 +104,10 @@ void OneShot::finishReads(const OpContext& ctx, int peer) {
   // Returning lets the caller write its input (and read its output): only once the others
   // have read the one (and written the other).
   publishReads(ctx.desc.seq);
+  awaitPeerReads(ctx, peer);
+}
+
+void OneShot::awaitPeerReads(const OpContext& ctx, int peer) {
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r != rank_ && (peer < 0 || r == peer)) awaitReads(ctx, r, ctx.desc.seq);
   }
