@@ -96,8 +96,11 @@ struct LinkCost {
   // The same for the scatters, whose many receivers share the copying, from a larger size.
   size_t scattersSingleCopyBelow = SIZE_MAX;
   // There, from this size, the all-gather reads the other ranks' inputs directly (where every
-  // rank may read every other and the kernel's copy is not slow): the only candidate.
+  // rank may read every other and the kernel's copy is not slow): the only candidate. From
+  // kManyRanksOnShared ranks, from the second size.
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
+  size_t sharedCoresDirectGathersFromManyRanks = SIZE_MAX;
+  static constexpr int kManyRanksOnShared = 8;
   // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.

@@ -64,6 +64,10 @@ constexpr size_t kShmSharedGathersSingleCopyBelow = 2 << 20;
 // MiB) and 15-20 % (64-128 MiB).
 constexpr size_t kShmSharedScattersSingleCopyBelow = 32 << 20;
 constexpr size_t kShmSharedCoresDirectGathersFrom = 4 << 20;
+// At n = 8 the read led from 1 MiB with fresh data too: by 1.08-1.18 (pinned and unpinned) on
+// the machine above, by 1.24 (1 MiB) and 1.01 (2 MiB) on the mesh of 2026-12-04, untouched by
+// 1.13-1.40 and 1.25-1.28, where at n = 4 the ring led with fresh data at 1-2 MiB (up to 1.20).
+constexpr size_t kShmSharedCoresDirectGathersFromManyRanks = 1 << 20;
 
 }  // namespace
 
@@ -103,6 +107,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
     cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
+    cost.sharedCoresDirectGathersFromManyRanks = kShmSharedCoresDirectGathersFromManyRanks;
   }
   cost.farApart = far;
   cost.placedFar = farApart;

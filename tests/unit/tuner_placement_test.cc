@@ -73,7 +73,7 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
       for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
         CAPTURE(bytes);
         CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::pairwise);
-        // The all-gather reads directly only from 4 MiB (the test case after the next).
+        // The all-gather reads directly only from 4 MiB, 1 MiB at n = 8 (a test case below).
         CHECK((shared.choose(Collective::all_gather, bytes, n).algorithm ==
                Algorithm::directRead) == (bytes >= (4 << 20)));
       }
@@ -345,9 +345,9 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
   CHECK(tcp.slotWrites(Collective::all_gather, 256 << 20, 4).singleCopy);
 }
 
-// Where ranks share cores, the all-gathers from 4 MiB read the other inputs directly wherever
-// every rank may read every other and the kernel's copy is not slow, pinned in blocks or not;
-// nothing else does there.
+// Where ranks share cores, the all-gathers from 4 MiB (1 MiB from 8 ranks) read the other
+// inputs directly wherever every rank may read every other and the kernel's copy is not slow,
+// pinned in blocks or not; nothing else does there.
 TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
   auto shared = [](bool directRead, bool kernelCopySlow) {
     Tuner t(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
@@ -368,8 +368,10 @@ TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
     CHECK(reads.choose(Collective::all_gather, 4 << 20, n).algorithm == Algorithm::directRead);
     CHECK(reads.choose(Collective::all_gather, size_t(256) << 20, n).algorithm ==
           Algorithm::directRead);
-    CHECK(reads.choose(Collective::all_gather, (4 << 20) - 1, n).algorithm !=
-          Algorithm::directRead);
+    // From 8 ranks, from 1 MiB.
+    const size_t from = n >= 8 ? size_t(1) << 20 : size_t(4) << 20;
+    CHECK(reads.choose(Collective::all_gather, from, n).algorithm == Algorithm::directRead);
+    CHECK(reads.choose(Collective::all_gather, from - 1, n).algorithm != Algorithm::directRead);
     for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::gather,
                          Collective::all_to_all, Collective::all_gather_v}) {
       CAPTURE(c);
