@@ -29,12 +29,14 @@ class MeasuredChoice {
   // Calls per algorithm, one after another: the first kWarmingTrials are not counted, while
   // the algorithm opens its links or touches their pages and fills the caches its way (a
   // direct read's next call finds the lines it read last time; at n = 2, 64 KiB, the ring's
-  // first three trials took 38, 25 and 6.3 us, then 4.8-5.7, the read's 6.1 then 4.1-4.7).
+  // first three trials took 38, 25 and 6.3 us, then 4.8-5.7, the read's 6.1 then 4.1-4.7; the
+  // ring's broadcast of 256 KiB took 40, 32, 32 and 33 us, then 17-19). An even number counted
+  // weighs a window broadcast's alternating short and long trials alike.
   // Interleaved trials timed each algorithm after another's calls, which no loop of one
   // algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us there
   // against 44 in a loop of its own.
   static constexpr int kTrialsEach = 8;
-  static constexpr int kWarmingTrials = 3;
+  static constexpr int kWarmingTrials = 4;
   static constexpr int kMostAlgorithms = 5;  // tried per class, the model's pick first
   // The class's first calls run the model's pick untimed, while a fresh process touches its
   // buffers and the links' pages first.
@@ -43,8 +45,10 @@ class MeasuredChoice {
   static constexpr size_t kBelowBytes = 64 << 20;
   // An algorithm replaces the model's pick only where its mean trial is this much shorter.
   static constexpr double kMargin = 0.10;
-  // A trial over this many times its algorithm's median is left out (a rank lost its core).
-  static constexpr double kOutlier = 10;
+  // A trial over this many times its algorithm's median (the upper middle one, so a window
+  // broadcast's long trials are not cut) is left out: a rank lost its core (one tree trial of
+  // 418 us among four of 59-60 doubled the mean at ten times).
+  static constexpr double kOutlier = 3;
   static_assert(2 * kTrialsEach * kMostAlgorithms <= int(MailTrials::kTimes),
                 "every trial's start and end fit the window's trial times");
 

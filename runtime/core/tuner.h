@@ -233,7 +233,9 @@ class Tuner {
   // misprice them, and the trials measure.
   std::vector<Algorithm> trialAlgorithms(const Choice& pick, Collective coll, size_t bytes,
                                          int nranks) const;
-  static constexpr double kTrialSpread = 4;
+  // The direct read's fixed cost is priced at 3.5 us at n = 2 where it took 1.4-1.6 on the mesh
+  // of 2026-12-04: its broadcast of 16 KiB was predicted 5.5 times the window's time.
+  static constexpr double kTrialSpread = 6;
   // Why choose() chose that, with every candidate's prediction (for GYRE_DEBUG=INFO).
   std::string explain(const Choice& choice, Collective coll, size_t bytes, int nranks) const;
   // Rings for a ring collective of `bytes`: up to the link's maxChannels, each carrying at

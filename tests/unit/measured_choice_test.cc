@@ -103,6 +103,17 @@ TEST_CASE("measured choice: the mean is the loop's pace, a trial that lost its c
     CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::directRead);
     CHECK(m.means(kColl, kBytes)[1].second == 1000);
   }
+  SUBCASE("one trial a few times the median") {
+    // Five times the others: counted, the read's mean of four would be 2000, over the ring's.
+    MeasuredChoice m;
+    const auto times =
+        runTrials(m, {Algorithm::ring, Algorithm::directRead}, [](size_t a, size_t t) -> uint64_t {
+          if (a == 0) return 1900;
+          return t % kEach == kEach - 1 ? 5000 : 1000;
+        });
+    CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::directRead);
+    CHECK(m.means(kColl, kBytes)[1].second == 1000);
+  }
 }
 
 TEST_CASE("measured choice: the model's pick stays within the margin") {
