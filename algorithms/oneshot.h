@@ -140,6 +140,9 @@ class OneShot {
   // failure; says this rank finished its reads and writes of call `seq`; waits until `peer`
   // has; says so for this call and waits until `peer` (-1: every other rank) has too.
   void exchangeBuffers(const OpContext& ctx, const void* input, const void* output, int peer);
+  // exchangeBuffers' halves: this rank's post, then the others' (or `peer`'s alone).
+  void postBuffers(const OpContext& ctx, const void* input, const void* output);
+  void awaitBuffers(const OpContext& ctx, int peer);
   void readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out);
   void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
     accessPeer(ctx, peer, into, address, bytes, /*read=*/true);

@@ -32,17 +32,21 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       // Each rank's block lands straight in its place: the all-gather's whole input, the
       // all-to-all's block `rank` of it (one copy per byte where the pairwise exchange's slots
       // make two). The reads start at the next rank, so the ranks do not all read rank 0 first.
-      // The own block is copied after the others' inputs are read and that is told, so the
-      // copy overlaps the wait for the others' reads instead of delaying them.
+      // The own block is copied in two halves, one while the others' posts come, the other
+      // after this rank's reads are told, while the others' reads end: each half overlaps a
+      // crossing between the cores instead of adding to it.
       const int n = window_.nranks();
       const size_t from = d.coll == Collective::all_to_all ? size_t(rank_) * bytes : 0;
-      exchangeBuffers(ctx, in, out, -1);
+      const size_t half = bytes / 2 / 64 * 64;
+      postBuffers(ctx, in, out);
+      cpu::copy(out + size_t(rank_) * bytes, nullptr, in + from, half);  // in place: a no-op
+      awaitBuffers(ctx, -1);
       for (int k = 1; k < n; ++k) {
         const int r = (rank_ + k) % n;
         readPeer(ctx, r, out + size_t(r) * bytes, peerInputs_[size_t(r)] + from, bytes);
       }
       publishReads(d.seq);
-      cpu::copy(out + size_t(rank_) * bytes, nullptr, in + from, bytes);  // in place: a no-op
+      cpu::copy(out + size_t(rank_) * bytes + half, nullptr, in + from + half, bytes - half);
       awaitPeerReads(ctx, -1);
       break;
     }
@@ -82,6 +86,11 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
 
 void OneShot::exchangeBuffers(const OpContext& ctx, const void* input, const void* output,
                               int peer) {
+  postBuffers(ctx, input, output);
+  awaitBuffers(ctx, peer);
+}
+
+void OneShot::postBuffers(const OpContext& ctx, const void* input, const void* output) {
   const int n = window_.nranks();
   post_ = int(calls_ % kMailPosts);
   block_ = int(calls_ % kMailData);
@@ -91,10 +100,13 @@ void OneShot::exchangeBuffers(const OpContext& ctx, const void* input, const voi
   post(ctx, where, sizeof where, kDirectReadPost);
   peerInputs_.assign(size_t(n), where[0]);
   peerOutputs_.assign(size_t(n), where[1]);
-  for (int r = 0; r < n; ++r) {
+}
+
+void OneShot::awaitBuffers(const OpContext& ctx, int peer) {
+  for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || (peer >= 0 && r != peer)) continue;
     const std::byte* theirs =
-        awaitPost(ctx, ctx.desc, post_, r, sizeof where, false, kDirectReadPost);
+        awaitPost(ctx, ctx.desc, post_, r, 2 * sizeof(uint64_t), false, kDirectReadPost);
     std::memcpy(&peerInputs_[size_t(r)], theirs, sizeof(uint64_t));
     std::memcpy(&peerOutputs_[size_t(r)], theirs + sizeof(uint64_t), sizeof(uint64_t));
   }
