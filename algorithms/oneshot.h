@@ -190,6 +190,8 @@ class OneShot {
 
   static std::string who(const OpContext& ctx);  // "rank R: <the call>", for messages
   static constexpr uint32_t kWindowPost = 0, kDirectReadPost = 1;
+  // A direct-read post: the addresses of the poster's input and output.
+  static constexpr uint32_t kBufferPostBytes = 2 * sizeof(uint64_t);
 
   MailboxWindow window_;
   int rank_;

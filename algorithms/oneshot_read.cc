@@ -97,7 +97,8 @@ void OneShot::postBuffers(const OpContext& ctx, const void* input, const void* o
   if (!unchecked_.empty()) checkUnchecked(ctx, postUse_[size_t(post_)], /*probe=*/false);
   const uint64_t where[2] = {reinterpret_cast<uintptr_t>(input),
                              reinterpret_cast<uintptr_t>(output)};
-  post(ctx, where, sizeof where, kDirectReadPost);
+  static_assert(sizeof where == kBufferPostBytes);
+  post(ctx, where, kBufferPostBytes, kDirectReadPost);
   peerInputs_.assign(size_t(n), where[0]);
   peerOutputs_.assign(size_t(n), where[1]);
 }
@@ -106,7 +107,7 @@ void OneShot::awaitBuffers(const OpContext& ctx, int peer) {
   for (int r = 0; r < window_.nranks(); ++r) {
     if (r == rank_ || (peer >= 0 && r != peer)) continue;
     const std::byte* theirs =
-        awaitPost(ctx, ctx.desc, post_, r, 2 * sizeof(uint64_t), false, kDirectReadPost);
+        awaitPost(ctx, ctx.desc, post_, r, kBufferPostBytes, false, kDirectReadPost);
     std::memcpy(&peerInputs_[size_t(r)], theirs, sizeof(uint64_t));
     std::memcpy(&peerOutputs_[size_t(r)], theirs + sizeof(uint64_t), sizeof(uint64_t));
   }

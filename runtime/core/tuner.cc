@@ -421,11 +421,8 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // Where ranks share cores each copies the n - 1 other inputs on a core another rank needs:
   // only the large all-gathers read directly there, and nothing else (GYRE_ALGO=read still
   // forces it).
-  const size_t directGathersFrom = n >= LinkCost::kManyRanksOnShared
-                                       ? link_.sharedCoresDirectGathersFromManyRanks
-                                       : link_.sharedCoresDirectGathersFrom;
   if (coll == Collective::all_gather && directRead_ && !kernelCopySlow_ &&
-      bytes >= directGathersFrom) {
+      bytes >= link_.sharedCoresDirectGathersFor(n)) {
     return a == Algorithm::directRead;
   }
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;

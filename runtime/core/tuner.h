@@ -101,6 +101,10 @@ struct LinkCost {
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFromManyRanks = SIZE_MAX;
   static constexpr int kManyRanksOnShared = 8;
+  size_t sharedCoresDirectGathersFor(int n) const {
+    return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
+                                   : sharedCoresDirectGathersFrom;
+  }
   // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.
