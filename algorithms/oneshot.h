@@ -55,7 +55,9 @@ class OneShot {
   // and only rank r touches share r of any buffer (in place too). All-gather: every rank reads
   // each other's block straight into its place; all-to-all: its own block of each other's
   // input (never in place). Broadcast: the root writes the first of n
-  // shares into every other rank's buffer while they read the rest from its own. A rank returns
+  // shares into every other rank's buffer while they read the rest from its own. Gather and
+  // scatter: every other rank writes its block into the root's output, or reads its block of
+  // the root's input, while the root copies its own. A rank returns
   // once the others have read its input and written its output. Only after enableDirectRead()
   // (every rank may read and write every other's memory).
   void runDirectRead(const OpContext& ctx, const void* send, void* recv);

@@ -74,6 +74,36 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
       }
       break;
     }
+    case Collective::gather:
+    case Collective::scatter: {
+      // Every other rank moves its own block through the kernel, all at once: a gather's writes
+      // its input into its place in the root's output, a scatter's reads its block of the
+      // root's input, while the root copies its own block (in halves, as the all-gather's). The
+      // root moving every block itself would leave the others' cores idle.
+      const size_t rootAt = size_t(d.root);
+      const bool gather = d.coll == Collective::gather;
+      if (rank_ == d.root) {
+        std::byte* mine = out + (gather ? size_t(rank_) * bytes : 0);
+        const std::byte* from = in + (gather ? 0 : size_t(rank_) * bytes);
+        const size_t half = bytes / 2 / 64 * 64;
+        postBuffers(ctx, in, out);
+        cpu::copy(mine, nullptr, from, half);  // in place: a no-op
+        awaitBuffers(ctx, -1);
+        publishReads(d.seq);
+        cpu::copy(mine + half, nullptr, from + half, bytes - half);
+        awaitPeerReads(ctx, -1);
+      } else {
+        exchangeBuffers(ctx, in, out, d.root);
+        const uint64_t at = uint64_t(size_t(rank_) * bytes);
+        if (gather) {
+          writePeer(ctx, d.root, peerOutputs_[rootAt] + at, in, bytes);
+        } else {
+          readPeer(ctx, d.root, out, peerInputs_[rootAt] + at, bytes);
+        }
+        finishReads(ctx, d.root);
+      }
+      break;
+    }
     default:
       fail(Code::internal, who(ctx) + ": not a direct-read collective");
   }

@@ -177,6 +177,12 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         return fixed + share / kDirectGatherBytesUs;
       case Collective::broadcast:
         return fixed + share / kDirectBroadcastBytesUs;
+      case Collective::gather:
+      case Collective::scatter:
+        // Every rank moves its own block at once (the root's a local copy), one system call
+        // each, at the kernel copy's pace measured at set-up.
+        return kDirectWaitsUs + kDirectSystemCallUs +
+               b / nn / (kPricedKernelCopyBytesUs * directReducePace_);
       default:
         return -1;
     }
@@ -423,6 +429,10 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // forces it).
   if (coll == Collective::all_gather && directRead_ && !kernelCopySlow_ &&
       bytes >= link_.sharedCoresDirectGathersFor(n)) {
+    return a == Algorithm::directRead;
+  }
+  if ((coll == Collective::gather || coll == Collective::scatter) && directRead_ &&
+      !kernelCopySlow_ && bytes >= link_.sharedCoresDirectRootedFrom) {
     return a == Algorithm::directRead;
   }
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;

@@ -101,6 +101,9 @@ struct LinkCost {
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFromManyRanks = SIZE_MAX;
   static constexpr int kManyRanksOnShared = 8;
+  // There the gathers and scatters from this size move each block once through the kernel
+  // (the direct read): the only candidate.
+  size_t sharedCoresDirectRootedFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFor(int n) const {
     return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
                                    : sharedCoresDirectGathersFrom;
@@ -288,6 +291,7 @@ class Tuner {
   bool directRead_ = false;
   bool kernelCopySlow_ = false;
   static constexpr double kPricedKernelCopyUs = 104;
+  static constexpr double kPricedKernelCopyBytesUs = double(1 << 20) / kPricedKernelCopyUs;
   double directReducePace_ = 1;  // the direct all-reduce's pace over its priced one
   bool cacheShared_ = false;
   size_t chunkBytes_;

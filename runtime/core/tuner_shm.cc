@@ -68,6 +68,13 @@ constexpr size_t kShmSharedCoresDirectGathersFrom = 4 << 20;
 // the machine above, by 1.24 (1 MiB) and 1.01 (2 MiB) on the mesh of 2026-12-04, untouched by
 // 1.13-1.40 and 1.25-1.28, where at n = 4 the ring led with fresh data at 1-2 MiB (up to 1.20).
 constexpr size_t kShmSharedCoresDirectGathersFromManyRanks = 1 << 20;
+// A gather's or a scatter's direct read moves each block once, every rank its own (the
+// slots: twice, or the receivers' single copy on their shared cores): at n = 4 and 8 on the 2
+// vCPUs of the mesh it beat the flat tree from 256 KiB, 0.69-0.90 of its time at 256 KiB and
+// 0.38-0.44 at 1-4 MiB for the gather, 0.90-0.92 at 256 KiB and 0.52-1.04 at 1-4 MiB for the
+// scatter, 0.36-0.64 at 32 and 128 MiB (2026-12-04, docs/tuning_shm.md, "Gathers and scatters
+// by direct read").
+constexpr size_t kShmSharedCoresDirectRootedFrom = 256 << 10;
 
 }  // namespace
 
@@ -108,6 +115,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
     cost.sharedCoresDirectGathersFromManyRanks = kShmSharedCoresDirectGathersFromManyRanks;
+    cost.sharedCoresDirectRootedFrom = kShmSharedCoresDirectRootedFrom;
   }
   cost.farApart = far;
   cost.placedFar = farApart;

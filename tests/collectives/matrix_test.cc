@@ -269,7 +269,8 @@ bool implements(const std::string& algorithm, Collective c) {
   }
   if (algorithm == "read") {
     return c == Collective::all_reduce || c == Collective::all_gather ||
-           c == Collective::broadcast || c == Collective::all_to_all;
+           c == Collective::broadcast || c == Collective::all_to_all || c == Collective::gather ||
+           c == Collective::scatter;
   }
   return true;
 }
@@ -378,7 +379,8 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
-// The all-reduces, all-gathers, broadcasts and all-to-alls through the direct read, every other
+// The all-reduces, all-gathers, broadcasts, gathers, scatters and all-to-alls through the direct
+// read, every other
 // call as with "auto" (in place and out of place, every type, op and root the matrix has).
 TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
@@ -391,7 +393,8 @@ TEST_CASE("matrix: direct-read collectives") {
   }
 }
 
-// Forced, every all-reduce, all-gather, broadcast and all-to-all goes through the direct read,
+// Forced, every all-reduce, all-gather, broadcast, gather, scatter and all-to-all goes through
+// the direct read,
 // shares of uneven size over many pieces included, in place (where a rank past the second reduces
 // its own input after the ones before it) and out of place; every element exact, outputs poisoned.
 TEST_CASE("direct read: every call of its collectives, exact") {
@@ -444,6 +447,40 @@ TEST_CASE("direct read: every call of its collectives, exact") {
           expect(out[i] == value(root, i), "broadcast from " + std::to_string(root) + how);
         }
         expect(out[count] == -7, "broadcast wrote past its buffer");
+      }
+      // Gather to each root: every rank's block in its place on the root; nothing written
+      // elsewhere, on the root past the blocks or anywhere on the others.
+      std::vector<int64_t> whole(count * n + 1);
+      for (int root = 0; root < n; ++root) {
+        const bool here = inPlace && r == root;
+        std::fill(whole.begin(), whole.end(), -7);
+        if (here)
+          std::copy(in.begin(), in.end(), whole.begin() + std::ptrdiff_t(size_t(r) * count));
+        c.gather(here ? whole.data() + size_t(r) * count : in.data(), whole.data(), count,
+                 DataType::i64, root);
+        ++calls[r];
+        const std::string what = "gather to " + std::to_string(root) + how;
+        for (int p = 0; p < n; ++p) {
+          for (size_t i = 0; i < count; ++i) {
+            expect(whole[size_t(p) * count + i] == (r == root ? value(p, i) : -7), what);
+          }
+        }
+        expect(whole[count * n] == -7, what + " wrote past its buffer");
+      }
+      // Scatter from each root: block r of the root's input (rank p's values at p * count + i).
+      for (int k = 0; k < int(whole.size()); ++k) whole[size_t(k)] = value(r, size_t(k));
+      for (int root = 0; root < n; ++root) {
+        const bool here = inPlace && r == root;
+        std::fill(out.begin(), out.end(), -7);
+        int64_t* mine = here ? whole.data() + size_t(r) * count : out.data();
+        c.scatter(whole.data(), mine, count, DataType::i64, root);
+        ++calls[r];
+        const std::string what = "scatter from " + std::to_string(root) + how;
+        for (size_t i = 0; i < count; ++i) {
+          expect(mine[i] == value(root, size_t(r) * count + i), what);
+        }
+        if (!here) expect(out[count] == -7, what + " wrote past its block");
+        for (int k = 0; k < int(whole.size()); ++k) whole[size_t(k)] = value(r, size_t(k));
       }
     }
     // All-to-all (never in place): block p of the output is rank p's block r; one more element

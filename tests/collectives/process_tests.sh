@@ -276,7 +276,7 @@ oneshot)
     rows=$(grep -cE '^\[0\] +[0-9]+ ' "$out")
     bad=$(grep -E '^\[0\] +[0-9]+ ' "$out" | awk '$NF != 0' | wc -l)
     [ "$rows" -eq 14 ] && [ "$bad" -eq 0 ] || fail "direct read: $rows rows, $bad with #wrong != 0"
-    for coll in all_gather broadcast; do
+    for coll in all_gather broadcast gather scatter; do
       for place in "" --inplace; do
         GYRE_ALGO=read GYRE_DEBUG=INFO GYRE_TIMEOUT=60 timeout 120 "$run" -n 3 "$bin/gyre-bench" \
           $coll -b 12 -e 10M -f 9.3 -n 2 -w 1 -r 1 -d int8 $place >"$out" 2>&1 ||
@@ -294,6 +294,10 @@ oneshot)
     expect_named 1 all_gather "0 2" 10000 "direct read all_gather"
     GYRE_ALGO=read kill_in_loop 3 0 --loop 100000000 --loop-coll broadcast --loop-count 300000
     expect_named 0 broadcast "1 2" 10000 "direct read broadcast"
+    GYRE_ALGO=read kill_in_loop 3 2 --loop 100000000 --loop-coll gather --loop-count 300000
+    expect_named 2 gather "0 1" 10000 "direct read gather"
+    GYRE_ALGO=read kill_in_loop 3 0 --loop 100000000 --loop-coll scatter --loop-count 300000
+    expect_named 0 scatter "1 2" 10000 "direct read scatter"
     echo "oneshot: direct read: each job ended within 10 s of the kill"
   fi
   ;;

@@ -89,6 +89,18 @@ void loop(gyre::Comm& comm, const std::string& coll, int rounds, size_t count, i
       for (size_t i = 0; i < block * size_t(n); i += stride) {
         expect_(out[i] == float((i / block + round + i % block) % 7), rank);
       }
+    } else if (coll == "gather") {  // to rank 0
+      std::fill(out.begin(), out.end(), -1.0f);
+      comm.gather(in.data(), out.data(), block, 0);
+      for (size_t i = 0; rank == 0 && i < block * size_t(n); i += stride) {
+        expect_(out[i] == float((i / block + round + i % block) % 7), rank);
+      }
+    } else if (coll == "scatter") {  // from rank 0: block r of its input
+      std::fill(out.begin(), out.end(), -1.0f);
+      comm.scatter(in.data(), out.data(), block, 0);
+      for (size_t i = 0; i < block; i += stride) {
+        expect_(out[i] == float((round + size_t(rank) * block + i) % 7), rank);
+      }
     } else {
       comm.allReduce(in.data(), out.data(), in.size());
       for (size_t i = 0; i < out.size(); i += stride) {

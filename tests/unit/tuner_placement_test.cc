@@ -77,9 +77,18 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
         CHECK((shared.choose(Collective::all_gather, bytes, n).algorithm ==
                Algorithm::directRead) == (bytes >= (4 << 20)));
       }
+      // The gathers and scatters read directly from 256 KiB, and only then.
+      for (size_t bytes : {size_t(128) << 10, size_t(256) << 10, size_t(256) << 20}) {
+        CAPTURE(bytes);
+        for (Collective c : {Collective::gather, Collective::scatter}) {
+          CHECK((shared.choose(c, bytes, n).algorithm == Algorithm::directRead) ==
+                (bytes >= (256 << 10)));
+        }
+      }
     }
     shared.setKernelCopySlow(true);
     CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::pairwise);
+    CHECK(shared.choose(Collective::gather, 16 << 20, n).algorithm != Algorithm::directRead);
     const Choice read = tuner(false, 0, true, "read").choose(Collective::all_to_all, 16 << 20, n);
     CHECK((read.algorithm == Algorithm::directRead && read.forced));
   }
@@ -96,6 +105,17 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
         Algorithm::directRead);
   CHECK(tuner(true, 130, true, "read").choose(Collective::reduce, 1 << 20, 2).algorithm !=
         Algorithm::directRead);
+  // With a core each the gather and the scatter read directly where the model prices it lower
+  // than the slots, at the kernel copy's measured pace: from 256 KiB (the model's rule for the
+  // read's other collectives; below, the measured choice may still take it).
+  for (Collective c : {Collective::gather, Collective::scatter}) {
+    Tuner close = tuner(true, 130, true);
+    close.setKernelCopyUs(46);
+    CHECK(close.choose(c, 64 << 10, 2).algorithm != Algorithm::directRead);
+    CHECK(close.choose(c, 2 << 20, 2).algorithm == Algorithm::directRead);
+    CHECK(close.choose(c, size_t(64) << 20, 4).algorithm == Algorithm::directRead);
+    CHECK(tuner(true, 130, true, "read").choose(c, 4 << 10, 2).algorithm == Algorithm::directRead);
+  }
 }
 
 // Far apart means what a streamed slot pays for: 475-550 ns on the machine where it did. A mesh
@@ -347,7 +367,8 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
 
 // Where ranks share cores, the all-gathers from 4 MiB (1 MiB from 8 ranks) read the other
 // inputs directly wherever every rank may read every other and the kernel's copy is not slow,
-// pinned in blocks or not; nothing else does there.
+// pinned in blocks or not; nothing else does there but the gathers and scatters (from 256 KiB,
+// a test case above).
 TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
   auto shared = [](bool directRead, bool kernelCopySlow) {
     Tuner t(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
@@ -372,11 +393,15 @@ TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
     const size_t from = n >= 8 ? size_t(1) << 20 : size_t(4) << 20;
     CHECK(reads.choose(Collective::all_gather, from, n).algorithm == Algorithm::directRead);
     CHECK(reads.choose(Collective::all_gather, from - 1, n).algorithm != Algorithm::directRead);
-    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::gather,
-                         Collective::all_to_all, Collective::all_gather_v}) {
+    for (Collective c :
+         {Collective::all_reduce, Collective::broadcast, Collective::reduce,
+          Collective::reduce_scatter, Collective::all_to_all, Collective::all_gather_v}) {
       CAPTURE(c);
       CHECK(reads.choose(c, 16 << 20, n).algorithm != Algorithm::directRead);
     }
+    CHECK(reads.choose(Collective::gather, 16 << 20, n).algorithm == Algorithm::directRead);
+    CHECK(shared(true, true).choose(Collective::scatter, 16 << 20, n).algorithm !=
+          Algorithm::directRead);
     CHECK(shared(false, false).choose(Collective::all_gather, 16 << 20, n).algorithm !=
           Algorithm::directRead);
     CHECK(shared(true, true).choose(Collective::all_gather, 16 << 20, n).algorithm !=
