@@ -419,22 +419,21 @@ size_t Tuner::doublingBound(Collective coll, int n) const {
 }
 
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
-  // The direct all-to-all only when forced. With a core each the pairwise exchange took
-  // 0.79-0.98 of its time from 1 MiB at n = 2; where ranks share cores, since their slots are
-  // streamed, 0.51-0.91 of it at 256 KiB-16 MiB in 22 of 24 rows (n = 4 and 8 on 2 cores, the
-  // kernel's copy 4.6 times a memcpy's; docs/tuning.md).
-  if (a == Algorithm::directRead && coll == Collective::all_to_all) return false;
   // Where ranks share cores each copies the n - 1 other inputs on a core another rank needs:
-  // only the large all-gathers read directly there, and nothing else (GYRE_ALGO=read still
-  // forces it).
-  if (coll == Collective::all_gather && directRead_ && !kernelCopySlow_ &&
-      bytes >= link_.sharedCoresDirectGathersFor(n)) {
-    return a == Algorithm::directRead;
+  // only the large all-gathers, gathers, scatters and all-to-alls read directly there, and
+  // nothing else (GYRE_ALGO=read still forces it).
+  if (directRead_ && !kernelCopySlow_) {
+    const bool blocks =
+        coll == Collective::gather || coll == Collective::scatter || coll == Collective::all_to_all;
+    if ((coll == Collective::all_gather && bytes >= link_.sharedCoresDirectGathersFor(n)) ||
+        (blocks && bytes >= link_.sharedCoresDirectBlocksFrom)) {
+      return a == Algorithm::directRead;
+    }
   }
-  if ((coll == Collective::gather || coll == Collective::scatter) && directRead_ &&
-      !kernelCopySlow_ && bytes >= link_.sharedCoresDirectRootedFrom) {
-    return a == Algorithm::directRead;
-  }
+  // Else the direct all-to-all only when forced or tried by the measured choice. With a core
+  // each the pairwise exchange took 0.79-0.98 of its time from 1 MiB at n = 2 (the kernel's
+  // copy at 3.9 times a memcpy's; docs/tuning.md).
+  if (a == Algorithm::directRead && coll == Collective::all_to_all) return false;
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1

@@ -101,9 +101,9 @@ struct LinkCost {
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFromManyRanks = SIZE_MAX;
   static constexpr int kManyRanksOnShared = 8;
-  // There the gathers and scatters from this size move each block once through the kernel
-  // (the direct read): the only candidate.
-  size_t sharedCoresDirectRootedFrom = SIZE_MAX;
+  // There the gathers, scatters and all-to-alls from this size move each block once through
+  // the kernel (the direct read): the only candidate.
+  size_t sharedCoresDirectBlocksFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFor(int n) const {
     return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
                                    : sharedCoresDirectGathersFrom;

@@ -73,8 +73,10 @@ constexpr size_t kShmSharedCoresDirectGathersFromManyRanks = 1 << 20;
 // vCPUs of the mesh it beat the flat tree from 256 KiB, 0.69-0.90 of its time at 256 KiB and
 // 0.38-0.44 at 1-4 MiB for the gather, 0.90-0.92 at 256 KiB and 0.52-1.04 at 1-4 MiB for the
 // scatter, 0.36-0.64 at 32 and 128 MiB (2026-12-04, docs/tuning_shm.md, "Gathers and scatters
-// by direct read").
-constexpr size_t kShmSharedCoresDirectRootedFrom = 256 << 10;
+// by direct read"). The all-to-all's took 0.74-1.01 of the pairwise exchange's time at 256 KiB-16
+// MiB there, 0.84-1.05 with fresh inputs (docs/tuning_shm.md; where the kernel's copy took 3.9-4.6
+// times a memcpy's the exchange had led, but there the direct reads are off).
+constexpr size_t kShmSharedCoresDirectBlocksFrom = 256 << 10;
 
 }  // namespace
 
@@ -115,7 +117,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
     cost.sharedCoresDirectGathersFromManyRanks = kShmSharedCoresDirectGathersFromManyRanks;
-    cost.sharedCoresDirectRootedFrom = kShmSharedCoresDirectRootedFrom;
+    cost.sharedCoresDirectBlocksFrom = kShmSharedCoresDirectBlocksFrom;
   }
   cost.farApart = far;
   cost.placedFar = farApart;

@@ -63,8 +63,9 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
   const Choice unavailable =
       tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
   CHECK((unavailable.algorithm != Algorithm::directRead && !unavailable.forced));
-  // The all-to-all takes the pairwise exchange from 256 KiB wherever the ranks sit (pinned or
-  // not, the kernel's copy slow or not); forced, it takes the read.
+  // Where ranks share cores the all-to-all reads directly from 256 KiB (pinned or not) unless
+  // the kernel's copy is slow, where it takes the pairwise exchange; forced, it takes the read.
+  // With a core each, the exchange.
   for (int n : {4, 8}) {
     CAPTURE(n);
     Tuner shared = tuner(false, 0, true);
@@ -72,7 +73,7 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
       if (pinned) shared.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
       for (size_t bytes : {size_t(256) << 10, size_t(16) << 20, size_t(256) << 20}) {
         CAPTURE(bytes);
-        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::pairwise);
+        CHECK(shared.choose(Collective::all_to_all, bytes, n).algorithm == Algorithm::directRead);
         // The all-gather reads directly only from 4 MiB, 1 MiB at n = 8 (a test case below).
         CHECK((shared.choose(Collective::all_gather, bytes, n).algorithm ==
                Algorithm::directRead) == (bytes >= (4 << 20)));
@@ -86,6 +87,7 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
         }
       }
     }
+    CHECK(shared.choose(Collective::all_to_all, 128 << 10, n).algorithm == Algorithm::pairwise);
     shared.setKernelCopySlow(true);
     CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::pairwise);
     CHECK(shared.choose(Collective::gather, 16 << 20, n).algorithm != Algorithm::directRead);
@@ -367,8 +369,8 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
 
 // Where ranks share cores, the all-gathers from 4 MiB (1 MiB from 8 ranks) read the other
 // inputs directly wherever every rank may read every other and the kernel's copy is not slow,
-// pinned in blocks or not; nothing else does there but the gathers and scatters (from 256 KiB,
-// a test case above).
+// pinned in blocks or not; nothing else does there but the gathers, scatters and all-to-alls
+// (from 256 KiB, a test case above).
 TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
   auto shared = [](bool directRead, bool kernelCopySlow) {
     Tuner t(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
@@ -393,13 +395,14 @@ TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
     const size_t from = n >= 8 ? size_t(1) << 20 : size_t(4) << 20;
     CHECK(reads.choose(Collective::all_gather, from, n).algorithm == Algorithm::directRead);
     CHECK(reads.choose(Collective::all_gather, from - 1, n).algorithm != Algorithm::directRead);
-    for (Collective c :
-         {Collective::all_reduce, Collective::broadcast, Collective::reduce,
-          Collective::reduce_scatter, Collective::all_to_all, Collective::all_gather_v}) {
+    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::reduce,
+                         Collective::reduce_scatter, Collective::all_gather_v}) {
       CAPTURE(c);
       CHECK(reads.choose(c, 16 << 20, n).algorithm != Algorithm::directRead);
     }
-    CHECK(reads.choose(Collective::gather, 16 << 20, n).algorithm == Algorithm::directRead);
+    for (Collective c : {Collective::gather, Collective::scatter, Collective::all_to_all}) {
+      CHECK(reads.choose(c, 16 << 20, n).algorithm == Algorithm::directRead);
+    }
     CHECK(shared(true, true).choose(Collective::scatter, 16 << 20, n).algorithm !=
           Algorithm::directRead);
     CHECK(shared(false, false).choose(Collective::all_gather, 16 << 20, n).algorithm !=
