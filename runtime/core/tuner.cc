@@ -430,10 +430,6 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
       return a == Algorithm::directRead;
     }
   }
-  // Else the direct all-to-all only when forced or tried by the measured choice. With a core
-  // each the pairwise exchange took 0.79-0.98 of its time from 1 MiB at n = 2 (the kernel's
-  // copy at 3.9 times a memcpy's; docs/tuning.md).
-  if (a == Algorithm::directRead && coll == Collective::all_to_all) return false;
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1
