@@ -45,9 +45,10 @@ constexpr double kOneShotStep = 0.3;
 // scatter's root, a reduce's or a gather's non-roots) run up to 64 calls ahead while the
 // payload fits the post or its own piece of the data blocks (`smallPost`), but only kMailData
 // calls once it fills a data block, waiting for readers that share their cores: there the flat
-// tree beat the window's gathers and scatters, until a gather's posts reach 16 KiB a rank
-// (n = 4 and 8 on 2 cores, docs/tuning.md).
-constexpr size_t kSharedCoresGatherPostFrom = 16 << 10;
+// tree beat the window's gathers and scatters, until a gather's posts reach 32 KiB a rank
+// (n = 4 and 8 on 2 cores: at 16 KiB a rank the tree took 0.78-0.81 of the window's time,
+// fresh inputs or not; at 32 KiB 1.13-1.94; docs/tuning.md).
+constexpr size_t kSharedCoresGatherPostFrom = 32 << 10;
 bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n,
                         size_t smallPost) {
   if (!link.coresShared) return false;

@@ -549,7 +549,7 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
     }
   }
   // Ranks sharing cores: a reduce and a scatter use the window only while the post fits in
-  // the post's piece of the data blocks (2 KiB); a gather also from 16 KiB a rank (the flat
+  // the post's piece of the data blocks (2 KiB); a gather also from 32 KiB a rank (the flat
   // tree between).
   Tuner shared(Tuner::sharedMemory(false), "", kChunk, kSlot);
   shared.setOneShot(64 << 10);
@@ -561,12 +561,12 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   }
   CHECK(shared.choose(Collective::reduce, 2048 + 8, 4).algorithm != Algorithm::oneshot);
   CHECK(shared.choose(Collective::all_reduce, 8, 4).algorithm == Algorithm::oneshot);
-  for (size_t perRank : {size_t(2048 + 8), size_t(8) << 10}) {
+  for (size_t perRank : {size_t(2048 + 8), size_t(8) << 10, size_t(16) << 10}) {
     CHECK(shared.choose(Collective::gather, 4 * perRank, 4).algorithm == Algorithm::tree);
     CHECK(shared.choose(Collective::scatter, 4 * perRank, 4).algorithm == Algorithm::tree);
   }
-  CHECK(shared.choose(Collective::gather, 4 * (16 << 10), 4).algorithm == Algorithm::oneshot);
-  CHECK(shared.choose(Collective::scatter, 4 * (16 << 10), 4).algorithm == Algorithm::tree);
+  CHECK(shared.choose(Collective::gather, 4 * (32 << 10), 4).algorithm == Algorithm::oneshot);
+  CHECK(shared.choose(Collective::scatter, 4 * (32 << 10), 4).algorithm == Algorithm::tree);
   Tuner sharedForced(Tuner::sharedMemory(false), "oneshot", kChunk, kSlot);
   sharedForced.setOneShot(64 << 10);
   CHECK(sharedForced.choose(Collective::reduce, 64, 4).algorithm == Algorithm::oneshot);
