@@ -444,6 +444,10 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
       windowPostersStall(link_, coll, bytes, n, smallPost_)) {
     return false;
   }
+  if (a == Algorithm::oneshot && coll == Collective::all_reduce &&
+      bytes >= link_.windowAllReducesBelow) {
+    return false;
+  }
   if (coll == Collective::broadcast && link_.chainBroadcasts) return a == Algorithm::ring;
   const size_t pinnedChain = coll == Collective::reduce ? pinnedChainReducesFrom(n) : SIZE_MAX;
   if (a == Algorithm::ring && link_.chainsWaitForCores &&

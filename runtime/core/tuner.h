@@ -119,6 +119,9 @@ struct LinkCost {
   size_t halvingReduceScattersBelow = 0;
   size_t doublingReduceScattersBelow = 0;
   size_t doublingAllReducesBelow = 0;
+  // All-reduces from this size do not take the window's posts (shared memory where ranks share
+  // cores, with the bound above: the slots' ring from it).
+  size_t windowAllReducesBelow = SIZE_MAX;
   // From there to below this, all-reduces of a power-of-two n take `rd` too (halving, then
   // doubling, there), but where the tree's band below takes them.
   size_t halvingAllReducesBelow = 0;

@@ -77,6 +77,12 @@ constexpr size_t kShmSharedCoresDirectGathersFromManyRanks = 1 << 20;
 // MiB there, 0.84-1.05 with fresh inputs (docs/tuning_shm.md; where the kernel's copy took 3.9-4.6
 // times a memcpy's the exchange had led, but there the direct reads are off).
 constexpr size_t kShmSharedCoresDirectBlocksFrom = 256 << 10;
+// There the all-reduces from 64 KiB take the slots' ring (or the tree, the model's choice), not
+// the doubling nor the window's posts, which the model prices below it: at n = 4 and 8 on the 2
+// vCPUs of the mesh the doubling and the window took 1.08-1.31 of the ring's time at 64 KiB and
+// 1.20-1.97 at 128 KiB, untouched or fresh (the model's pick there: 1.17-1.95), and 0.42-0.83 of
+// it at 16-32 KiB (2026-12-04, docs/tuning_shm.md, "All-reduces where ranks share cores").
+constexpr size_t kShmSharedCoresRingAllReducesFrom = 64 << 10;
 
 }  // namespace
 
@@ -118,6 +124,8 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
     cost.sharedCoresDirectGathersFromManyRanks = kShmSharedCoresDirectGathersFromManyRanks;
     cost.sharedCoresDirectBlocksFrom = kShmSharedCoresDirectBlocksFrom;
+    cost.doublingAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
+    cost.windowAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
   }
   cost.farApart = far;
   cost.placedFar = farApart;

@@ -567,6 +567,22 @@ TEST_CASE("the tuner: the host window's one-shot for small calls whose post fits
   }
   CHECK(shared.choose(Collective::gather, 4 * (32 << 10), 4).algorithm == Algorithm::oneshot);
   CHECK(shared.choose(Collective::scatter, 4 * (32 << 10), 4).algorithm == Algorithm::tree);
+  // There all-reduces from 64 KiB take the slots' ring or tree, below it the doubling or the
+  // window, at any n > 2, pinned in blocks or not.
+  for (const LinkCost& link :
+       {Tuner::sharedMemory(false), Tuner::pinnedInBlocks(Tuner::sharedMemory(false))}) {
+    Tuner t(link, "", kChunk, kSlot);
+    t.setOneShot(64 << 10);
+    for (int n : {3, 4, 6, 8}) {
+      CAPTURE(n);
+      for (size_t bytes : {size_t(64) << 10, size_t(128) << 10, size_t(16) << 20}) {
+        const Algorithm a = t.choose(Collective::all_reduce, bytes, n).algorithm;
+        CHECK((a == Algorithm::ring || a == Algorithm::tree));
+      }
+      const Algorithm small = t.choose(Collective::all_reduce, 16 << 10, n).algorithm;
+      CHECK((small == Algorithm::doubling || small == Algorithm::oneshot));
+    }
+  }
   Tuner sharedForced(Tuner::sharedMemory(false), "oneshot", kChunk, kSlot);
   sharedForced.setOneShot(64 << 10);
   CHECK(sharedForced.choose(Collective::reduce, 64, 4).algorithm == Algorithm::oneshot);
