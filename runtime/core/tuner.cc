@@ -472,7 +472,8 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
 }
 
 size_t Tuner::pinnedChainReducesFrom(int n) const {
-  if (!link_.chainsWaitForCores || (n & (n - 1)) == 0) return SIZE_MAX;
+  if (!link_.chainsWaitForCores) return SIZE_MAX;
+  if ((n & (n - 1)) == 0) return link_.pinnedPow2ChainReducesFrom;
   const int extraHops = std::max(0, n - 1 - int(log2Ceil(n)));
   return std::max(link_.pinnedChainReducesFrom,
                   link_.pinnedChainReduceBytesPerHop * size_t(extraHops));

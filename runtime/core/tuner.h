@@ -78,6 +78,9 @@ struct LinkCost {
   // that is more (Tuner::pinnedChainReducesFrom).
   size_t pinnedChainReducesFrom = SIZE_MAX;
   size_t pinnedChainReduceBytesPerHop = 0;
+  // Where n is a power of two, from this size (the tree's reduce falls behind as the buffer
+  // outgrows the caches).
+  size_t pinnedPow2ChainReducesFrom = SIZE_MAX;
   // There, over tcp, where a broadcast from rank 0 down the chain keeps the busiest block's CPU
   // less busy than down the binomial tree: broadcasts take the chain at every size
   // (Tuner::pinnedInBlocksOverTcp).

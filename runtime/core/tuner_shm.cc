@@ -53,6 +53,11 @@ constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 // 4 % from 128 KiB, ahead below), but where n is not a power of two the chain's led from 128 KiB:
 // 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
 constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
+// Where n is a power of two, from 8 MiB: there on the mesh of 2026-12-04 the chain's reduce
+// took 0.84-0.90 of the tree's time at n = 4 (0.88-0.95 with fresh inputs) and 0.87-0.97 at
+// n = 8 (fresh, level: 0.99-1.02), 8-64 MiB (docs/tuning_shm.md, "All-reduces and reduces where
+// ranks share cores").
+constexpr size_t kShmPinnedPow2ChainReducesFrom = 8 << 20;
 constexpr double kShmExtraPassBytes = 2.0;
 // There the single copy leaves a gather's receivers every copy (a gather's root every block):
 // from 2 MiB the senders' fills, on the other core, were level or up to 25 % faster at n = 4 and 8,
@@ -81,7 +86,8 @@ constexpr size_t kShmSharedCoresDirectBlocksFrom = 256 << 10;
 // the doubling nor the window's posts, which the model prices below it: at n = 4 and 8 on the 2
 // vCPUs of the mesh the doubling and the window took 1.08-1.31 of the ring's time at 64 KiB and
 // 1.20-1.97 at 128 KiB, untouched or fresh (the model's pick there: 1.17-1.95), and 0.42-0.83 of
-// it at 16-32 KiB (2026-12-04, docs/tuning_shm.md, "All-reduces where ranks share cores").
+// it at 16-32 KiB (2026-12-04, docs/tuning_shm.md, "All-reduces and reduces where ranks
+// share cores").
 constexpr size_t kShmSharedCoresRingAllReducesFrom = 64 << 10;
 
 }  // namespace
@@ -119,6 +125,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;
     cost.pinnedChainReducesFrom = kShmPinnedChainReducesFrom;
+    cost.pinnedPow2ChainReducesFrom = kShmPinnedPow2ChainReducesFrom;
     cost.gathersSingleCopyBelow = kShmSharedGathersSingleCopyBelow;
     cost.scattersSingleCopyBelow = kShmSharedScattersSingleCopyBelow;
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
