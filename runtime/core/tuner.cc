@@ -172,7 +172,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     switch (coll) {
       case Collective::all_reduce:
         return fixed + (nn - 1) * kDirectSystemCallUs +
-               2 * share / (kDirectReduceBytesUs * directReducePace_);
+               2 * share / (kDirectReduceBytesUs * kernelCopyPace_);
       case Collective::all_gather:
       case Collective::all_to_all:
         return fixed + share / kDirectGatherBytesUs;
@@ -183,7 +183,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         // Every rank moves its own block at once (the root's a local copy), one system call
         // each, at the kernel copy's pace measured at set-up.
         return kDirectWaitsUs + kDirectSystemCallUs +
-               b / nn / (kPricedKernelCopyBytesUs * directReducePace_);
+               b / nn / (kPricedKernelCopyBytesUs * kernelCopyPace_);
       default:
         return -1;
     }

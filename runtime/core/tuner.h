@@ -222,7 +222,7 @@ class Tuner {
   // The direct all-reduce, whose bytes go through two such copies, was priced where it took
   // 104 us; its pace follows the figure, within a factor of 3 (docs/tuning_shm.md).
   void setKernelCopyUs(double us) {
-    directReducePace_ = us > 0 ? std::clamp(kPricedKernelCopyUs / us, 1.0 / 3, 3.0) : 1.0;
+    kernelCopyPace_ = us > 0 ? std::clamp(kPricedKernelCopyUs / us, 1.0 / 3, 3.0) : 1.0;
   }
   // Prices every call with `link` from now on (the same on every rank).
   void setLink(LinkCost link);
@@ -298,7 +298,7 @@ class Tuner {
   bool kernelCopySlow_ = false;
   static constexpr double kPricedKernelCopyUs = 104;
   static constexpr double kPricedKernelCopyBytesUs = double(1 << 20) / kPricedKernelCopyUs;
-  double directReducePace_ = 1;  // the direct all-reduce's pace over its priced one
+  double kernelCopyPace_ = 1;  // the kernel copy's measured pace over the priced one
   bool cacheShared_ = false;
   size_t chunkBytes_;
   size_t slotBytes_;

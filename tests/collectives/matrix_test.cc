@@ -380,8 +380,8 @@ TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
 // The all-reduces, all-gathers, broadcasts, gathers, scatters and all-to-alls through the direct
-// read, every other
-// call as with "auto" (in place and out of place, every type, op and root the matrix has).
+// read, every other call as with "auto" (in place and out of place, every type, op and root the
+// matrix has).
 TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
   for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
@@ -394,9 +394,9 @@ TEST_CASE("matrix: direct-read collectives") {
 }
 
 // Forced, every all-reduce, all-gather, broadcast, gather, scatter and all-to-all goes through
-// the direct read,
-// shares of uneven size over many pieces included, in place (where a rank past the second reduces
-// its own input after the ones before it) and out of place; every element exact, outputs poisoned.
+// the direct read, shares of uneven size over many pieces included, in place (where a rank past
+// the second reduces its own input after the ones before it) and out of place; every element
+// exact, outputs poisoned.
 TEST_CASE("direct read: every call of its collectives, exact") {
   if (!test::singleCopyMissing().empty()) {
     MESSAGE("the direct read is off here: " << test::singleCopyMissing());
