@@ -220,7 +220,8 @@ class Tuner {
   void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
   // A copy of 1 MiB through the kernel took `us` here (rank 0's set-up figure; 0: unmeasured).
   // The direct all-reduce, whose bytes go through two such copies, was priced where it took
-  // 104 us; its pace follows the figure, within a factor of 3 (docs/tuning_shm.md).
+  // 104 us; its pace, and the direct gather's and scatter's, follows the figure, within a
+  // factor of 3 (docs/tuning_shm.md).
   void setKernelCopyUs(double us) {
     kernelCopyPace_ = us > 0 ? std::clamp(kPricedKernelCopyUs / us, 1.0 / 3, 3.0) : 1.0;
   }
