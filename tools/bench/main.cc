@@ -172,11 +172,13 @@ void prewarm(Run& run) {
   for (int i = 0; i < 64; ++i) run.barrier();  // the barrier may ride links of its own
 }
 
+// Untimed calls the tuned communicator makes at each size before its first round: past the
+// measured choice's trials (up to 49 calls, docs/tuning_measured.md).
+constexpr int kTrialCalls = 64;
+
 // One communicator per algorithm (a split with the algorithm forced; "tuned" lets the tuner
 // choose), measured in turn at each size inside this one process, so all candidates meet the
 // same machine state; each time is the median of `reps` rounds.
-constexpr int kTrialCalls = 64;
-
 int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>& names, int reps) {
   const Options& o = run.o;
   std::vector<gyreComm_t> comms;
@@ -214,8 +216,6 @@ int compareAlgorithms(gyreComm_t comm, Run& run, const std::vector<std::string>&
           run.once();
           wrong += run.wrong(bytes);
         }
-        // The tuned communicator's first calls of a size may be the measured choice's trials
-        // (up to 49 calls, docs/tuning_measured.md): they end before its first timed round.
         const int warmup =
             round == 0 && names[a] == "tuned" ? std::max(o.warmup, kTrialCalls) : o.warmup;
         for (int i = 0; i < warmup; ++i) run.once();
