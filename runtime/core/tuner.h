@@ -111,6 +111,16 @@ struct LinkCost {
     return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
                                    : sharedCoresDirectGathersFrom;
   }
+  // There broadcasts from this size read the root's buffer directly: the only candidate. From
+  // kBroadcastReadersOnShared ranks; four ranks from the second size; fewer never.
+  size_t sharedCoresDirectBroadcastsFrom = SIZE_MAX;
+  size_t sharedCoresDirectBroadcastsFromFourRanks = SIZE_MAX;
+  static constexpr int kBroadcastReadersOnShared = 6;
+  size_t sharedCoresDirectBroadcastsFor(int n) const {
+    return n >= kBroadcastReadersOnShared ? sharedCoresDirectBroadcastsFrom
+           : n == 4                       ? sharedCoresDirectBroadcastsFromFourRanks
+                                          : SIZE_MAX;
+  }
   // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.

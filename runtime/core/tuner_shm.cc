@@ -82,6 +82,14 @@ constexpr size_t kShmSharedCoresDirectGathersFromManyRanks = 1 << 20;
 // MiB there, 0.84-1.05 with fresh inputs (docs/tuning_shm.md; where the kernel's copy took 3.9-4.6
 // times a memcpy's the exchange had led, but there the direct reads are off).
 constexpr size_t kShmSharedCoresDirectBlocksFrom = 256 << 10;
+// A broadcast's direct read, each non-root copying the root's buffer once through the kernel,
+// against the slots' chain or tree, whose inner ranks copy on the cores their children need:
+// at n = 6, 7 and 8 on the 2 vCPUs of the mesh it took 0.74-0.98 of the best other's time at 4-64
+// MiB (0.94-1.00 at 128 MiB), fresh inputs or not, where at 512 KiB-2 MiB with fresh inputs it
+// was level or up to 6 % behind; at n = 4 it led from 16 MiB (0.79-1.01) and not below (4-8 MiB:
+// 1.07-1.12 untouched), at n = 3 and 5 it was mixed (0.82-1.18; 2026-12-04, docs/tuning_shm.md).
+constexpr size_t kShmSharedCoresDirectBroadcastsFrom = 4 << 20;
+constexpr size_t kShmSharedCoresDirectBroadcastsFromFourRanks = 16 << 20;
 // There the all-reduces from 64 KiB take the slots' ring (or the tree, the model's choice), not
 // the doubling nor the window's posts, which the model prices below it: at n = 4 and 8 on the 2
 // vCPUs of the mesh the doubling and the window took 1.08-1.31 of the ring's time at 64 KiB and
@@ -131,6 +139,8 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.sharedCoresDirectGathersFrom = kShmSharedCoresDirectGathersFrom;
     cost.sharedCoresDirectGathersFromManyRanks = kShmSharedCoresDirectGathersFromManyRanks;
     cost.sharedCoresDirectBlocksFrom = kShmSharedCoresDirectBlocksFrom;
+    cost.sharedCoresDirectBroadcastsFrom = kShmSharedCoresDirectBroadcastsFrom;
+    cost.sharedCoresDirectBroadcastsFromFourRanks = kShmSharedCoresDirectBroadcastsFromFourRanks;
     cost.doublingAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
     cost.windowAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
   }

@@ -122,6 +122,35 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
   }
 }
 
+TEST_CASE("the tuner: broadcasts read directly where ranks share cores, from 4 MiB at n >= 6") {
+  auto shared = [](bool pinned, bool directRead) {
+    const LinkCost link = Tuner::sharedMemory(false, 0);
+    Tuner t(pinned ? Tuner::pinnedInBlocks(link) : link, "", kChunk, kSlot);
+    t.setDirectRead(directRead);
+    return t;
+  };
+  for (bool pinned : {false, true}) {
+    CAPTURE(pinned);
+    const Tuner t = shared(pinned, true);
+    for (int n : {3, 4, 5, 6, 7, 8, 16}) {
+      CAPTURE(n);
+      const size_t from = n >= 6 ? size_t(4) << 20 : n == 4 ? size_t(16) << 20 : SIZE_MAX;
+      for (size_t bytes : {size_t(2) << 20, size_t(4) << 20, size_t(8) << 20, size_t(16) << 20,
+                           size_t(256) << 20}) {
+        CAPTURE(bytes);
+        CHECK((t.choose(Collective::broadcast, bytes, n).algorithm == Algorithm::directRead) ==
+              (bytes >= from));
+      }
+    }
+    // Not where a rank cannot read the others, nor where the kernel's copy is slow.
+    CHECK(shared(pinned, false).choose(Collective::broadcast, 64 << 20, 8).algorithm !=
+          Algorithm::directRead);
+    Tuner slow = shared(pinned, true);
+    slow.setKernelCopySlow(true);
+    CHECK(slow.choose(Collective::broadcast, 64 << 20, 8).algorithm != Algorithm::directRead);
+  }
+}
+
 // Far apart means what a streamed slot pays for: 475-550 ns on the machine where it did. A mesh
 // of many cores gave 257-452 ns between CPUs one line crossed in 120-180, and there the
 // streamed slots took 1.3-2 times the cached ones' time.
@@ -397,8 +426,9 @@ TEST_CASE("the tuner: the direct all-gather where ranks share cores") {
     const size_t from = n >= 8 ? size_t(1) << 20 : size_t(4) << 20;
     CHECK(reads.choose(Collective::all_gather, from, n).algorithm == Algorithm::directRead);
     CHECK(reads.choose(Collective::all_gather, from - 1, n).algorithm != Algorithm::directRead);
-    for (Collective c : {Collective::all_reduce, Collective::broadcast, Collective::reduce,
-                         Collective::reduce_scatter, Collective::all_gather_v}) {
+    // The broadcast's bounds: a test case above.
+    for (Collective c : {Collective::all_reduce, Collective::reduce, Collective::reduce_scatter,
+                         Collective::all_gather_v}) {
       CAPTURE(c);
       CHECK(reads.choose(c, 16 << 20, n).algorithm != Algorithm::directRead);
     }
