@@ -423,14 +423,8 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // Where ranks share cores each copies the n - 1 other inputs on a core another rank needs:
   // only the large all-gathers, broadcasts, gathers, scatters and all-to-alls read directly there,
   // and nothing else (GYRE_ALGO=read still forces it).
-  if (directRead_ && !kernelCopySlow_) {
-    const bool blocks =
-        coll == Collective::gather || coll == Collective::scatter || coll == Collective::all_to_all;
-    if ((coll == Collective::all_gather && bytes >= link_.sharedCoresDirectGathersFor(n)) ||
-        (coll == Collective::broadcast && bytes >= link_.sharedCoresDirectBroadcastsFor(n)) ||
-        (blocks && bytes >= link_.sharedCoresDirectBlocksFrom)) {
-      return a == Algorithm::directRead;
-    }
+  if (directRead_ && !kernelCopySlow_ && bytes >= link_.sharedCoresDirectReadsFrom(coll, n)) {
+    return a == Algorithm::directRead;
   }
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;
   // The direct all-gather and broadcast from 256 KiB, from 64 KiB far apart. Below, the

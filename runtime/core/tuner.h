@@ -98,28 +98,36 @@ struct LinkCost {
   size_t gathersSingleCopyBelow = SIZE_MAX;
   // The same for the scatters, whose many receivers share the copying, from a larger size.
   size_t scattersSingleCopyBelow = SIZE_MAX;
-  // There, from this size, the all-gather reads the other ranks' inputs directly (where every
-  // rank may read every other and the kernel's copy is not slow): the only candidate. From
-  // kManyRanksOnShared ranks, from the second size.
+  // There, from these sizes, the collectives below read directly (where every rank may read
+  // every other and the kernel's copy is not slow), the only candidate: sharedCoresDirectReadsFrom.
+  // The all-gather reads the other ranks' inputs; from kManyRanksOnShared ranks, from the
+  // second size.
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
   size_t sharedCoresDirectGathersFromManyRanks = SIZE_MAX;
   static constexpr int kManyRanksOnShared = 8;
-  // There the gathers, scatters and all-to-alls from this size move each block once through
-  // the kernel (the direct read): the only candidate.
+  // The gathers, scatters and all-to-alls move each block once through the kernel.
   size_t sharedCoresDirectBlocksFrom = SIZE_MAX;
-  size_t sharedCoresDirectGathersFor(int n) const {
-    return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
-                                   : sharedCoresDirectGathersFrom;
-  }
-  // There broadcasts from this size read the root's buffer directly: the only candidate. From
-  // kBroadcastReadersOnShared ranks; four ranks from the second size; fewer never.
+  // The broadcasts read the root's buffer: from kBroadcastReadersOnShared ranks; four ranks
+  // from the second size; fewer never.
   size_t sharedCoresDirectBroadcastsFrom = SIZE_MAX;
   size_t sharedCoresDirectBroadcastsFromFourRanks = SIZE_MAX;
   static constexpr int kBroadcastReadersOnShared = 6;
-  size_t sharedCoresDirectBroadcastsFor(int n) const {
-    return n >= kBroadcastReadersOnShared ? sharedCoresDirectBroadcastsFrom
-           : n == 4                       ? sharedCoresDirectBroadcastsFromFourRanks
-                                          : SIZE_MAX;
+  size_t sharedCoresDirectReadsFrom(Collective coll, int n) const {
+    switch (coll) {
+      case Collective::all_gather:
+        return n >= kManyRanksOnShared ? sharedCoresDirectGathersFromManyRanks
+                                       : sharedCoresDirectGathersFrom;
+      case Collective::broadcast:
+        return n >= kBroadcastReadersOnShared ? sharedCoresDirectBroadcastsFrom
+               : n == 4                       ? sharedCoresDirectBroadcastsFromFourRanks
+                                              : SIZE_MAX;
+      case Collective::gather:
+      case Collective::scatter:
+      case Collective::all_to_all:
+        return sharedCoresDirectBlocksFrom;
+      default:
+        return SIZE_MAX;
+    }
   }
   // Where set (tcp where ranks share cores), all-gathers of n > 2 take Bruck below this and
   // the ring from it, whatever the model says: the crossing measured there lies at the same
