@@ -1,7 +1,10 @@
 #include "base/copy_bytes.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <memory>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -99,9 +102,56 @@ void storeFence() {
 #endif
 }
 
+namespace {
+// -1: not measured yet; else the verdict, measured or overridden.
+std::atomic<int> stringCopyStall{-1};
+}  // namespace
+
+bool measureShortDistanceStall(
+    const std::function<bool(void* dst, const void* src, size_t)>& copy) {
+  constexpr size_t kPage = 4096, kBytes = size_t(32) << 10, kNear = 16;
+  constexpr int kRounds = 6, kCopies = 4;
+  const auto arena = std::make_unique<std::byte[]>(2 * kBytes + 3 * kPage);
+  auto* src = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(arena.get()) + kPage - 1) &
+                                           ~uintptr_t(kPage - 1));
+  std::byte* dst = src + kBytes + kPage;
+  std::memset(src, 1, kBytes);
+  std::memset(dst, 2, kBytes + kNear);
+  using Clock = std::chrono::steady_clock;
+  Clock::duration best[2] = {Clock::duration::max(), Clock::duration::max()};
+  // Rounds alternate the two distances, so a slower stretch of the machine's meets both.
+  for (int round = 0; round < kRounds; ++round) {
+    for (int near = 0; near < 2; ++near) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kCopies; ++i) {
+        if (!copy(dst + (near ? kNear : 0), src, kBytes)) return true;
+      }
+      best[near] = std::min(best[near], Clock::now() - t0);
+    }
+  }
+  return double(best[1].count()) >= kShortDistanceStallRatio * double(best[0].count());
+}
+
+bool stringCopyStallsNearby() {
+  int verdict = stringCopyStall.load(std::memory_order_relaxed);
+  if (verdict < 0) {
+    verdict = measureShortDistanceStall([](void* d, const void* s, size_t n) {
+      std::memcpy(d, s, n);
+      asm volatile("" ::: "memory");  // the copy is the point: not to be elided
+      return true;
+    });
+    stringCopyStall.store(verdict, std::memory_order_relaxed);
+  }
+  return verdict != 0;
+}
+
+void overrideStringCopyStall(std::optional<bool> stalls) {
+  stringCopyStall.store(stalls ? int(*stalls) : -1, std::memory_order_relaxed);
+}
+
 void copyBytes(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
-  if (bytes >= kStringCopyFrom && shortCopyDistance(dst, src))
+  if (bytes >= kStringCopyFrom && shortCopyDistance(dst, src) && stringCopyStallsNearby())
     return copyVectors(dst, src, bytes, true);
 #endif
   std::memcpy(dst, src, bytes);

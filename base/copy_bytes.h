@@ -3,11 +3,15 @@
 // 2 KiB and that the kernel uses for process_vm_readv/writev runs 5-14 times slower on AMD
 // Zen (32 KiB: 11-18 us instead of 0.8; 1 MiB through process_vm_readv: 440-580 us instead of
 // 100). Heap buffers meet at such distances easily: std::vector's data sits 16 bytes into its
-// mapping, a shared window's slot at 0.
+// mapping, a shared window's slot at 0. Other CPUs copy at those distances at their usual pace
+// (an Intel Xeon: 32 KiB in 0.61 us against 0.57), where the detour would cost a fifth or more,
+// so whether the CPU stalls is measured, not assumed.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 
 namespace gyre {
 
@@ -20,8 +24,24 @@ inline bool shortCopyDistance(const void* dst, const void* src, uintptr_t within
   return ahead != 0 && ahead < within;
 }
 
+// Whether memcpy on this CPU stalls at a short distance: 32 KiB copied 16 bytes past its source
+// against page-aligned, the best of a few rounds each, measured once per process (tens of
+// microseconds; a few hundred where it stalls) unless overridden.
+bool stringCopyStallsNearby();
+// Takes `stalls` in place of the measurement (nullopt measures again at the next ask): for tests
+// and side-by-side benchmarks of either path.
+void overrideStringCopyStall(std::optional<bool> stalls);
+
+// The probe behind both stall verdicts (this one and the kernel's, link/mailbox.h): `copy` of
+// 32 KiB to a page-aligned destination and to one 16 bytes past a page, the best of a few rounds
+// each; whether the near copy took kShortDistanceStallRatio times the aligned one's time. A copy
+// that fails (returns false) counts as a stall: the guarded path is the safe one.
+bool measureShortDistanceStall(const std::function<bool(void* dst, const void* src, size_t)>& copy);
+// AMD Zen 3 took 17 times as long, an Intel Xeon 1.07 times.
+inline constexpr double kShortDistanceStallRatio = 2.0;
+
 // dst = src for `bytes`, never overlapping: memcpy, or vector loads and stores where
-// shortCopyDistance holds.
+// shortCopyDistance holds and stringCopyStallsNearby().
 void copyBytes(void* dst, const void* src, size_t bytes);
 
 // dst = src with streaming (non-temporal) stores where the CPU has them (x86-64: SSE2), whose

@@ -90,20 +90,25 @@ std::string moveDirect(int pid, std::byte* local, uint64_t remote, size_t bytes,
   return {};
 }
 
-// The kernel copies with `rep movsb`, slow where the destination lies just past the source
-// modulo 4 KiB (base/copy_bytes.h). Such moves go through this thread's bounce buffer at the
-// remote side's offset within a page, and a vector copy does the local part. The bounce costs a
-// user-space copy, about a fifth of the kernel's at its pace, so it is kept to the distances
-// measured slow (32 KiB at 8-24 bytes: 14-22 us against 4 through the bounce).
+// The kernel copies with `rep movsb`, slow on some CPUs where the destination lies just past the
+// source modulo 4 KiB (base/copy_bytes.h). There such moves go through this thread's bounce
+// buffer at the remote side's offset within a page, and a vector copy does the local part. The
+// bounce costs a user-space copy, about a fifth of the kernel's at its pace, so it is kept to the
+// distances measured slow (AMD Zen 3, 32 KiB at 8-24 bytes: 14-22 us against 4 through the
+// bounce) and to CPUs where the kernel's copy stalls (kernelCopyStallsNearby).
 constexpr size_t kBouncePiece = size_t(64) << 10;
 constexpr size_t kBounceFrom = 2048;
 constexpr uintptr_t kKernelStallWithin = 32;
+
+// -1: not measured yet; else the verdict, measured or overridden.
+std::atomic<int> kernelCopyStall{-1};
 
 std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t bytes, bool read) {
   const auto* remotePtr = reinterpret_cast<const void*>(remote);
   const bool slow = read ? shortCopyDistance(local, remotePtr, kKernelStallWithin)
                          : shortCopyDistance(remotePtr, local, kKernelStallWithin);
-  if (bytes < kBounceFrom || !slow) return moveDirect(pid, local, remote, bytes, read);
+  if (bytes < kBounceFrom || !slow || !kernelCopyStallsNearby())
+    return moveDirect(pid, local, remote, bytes, read);
   thread_local std::unique_ptr<std::byte[]> bounce;
   if (!bounce) bounce.reset(new std::byte[kBouncePiece + 2 * 4096]);
   auto* base = reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(bounce.get()) + 4095) &
@@ -124,6 +129,23 @@ std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t by
   return {};
 }
 }  // namespace
+
+bool kernelCopyStallsNearby() {
+  int verdict = kernelCopyStall.load(std::memory_order_relaxed);
+  if (verdict < 0) {
+    const int self = int(getpid());
+    verdict = measureShortDistanceStall([self](void* d, const void* s, size_t n) {
+      return moveDirect(self, static_cast<std::byte*>(d), reinterpret_cast<uint64_t>(s), n, true)
+          .empty();
+    });
+    kernelCopyStall.store(verdict, std::memory_order_relaxed);
+  }
+  return verdict != 0;
+}
+
+void overrideKernelCopyStall(std::optional<bool> stalls) {
+  kernelCopyStall.store(stalls ? int(*stalls) : -1, std::memory_order_relaxed);
+}
 
 std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes) {
   return movePeerMemory(pid, static_cast<std::byte*>(into), address, bytes, true);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/copy_bytes.h"
 #include "base/log.h"
 #include "runtime/core/bootstrap.h"
 #include "runtime/core/communicator_impl.h"
@@ -91,6 +92,15 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     MailState& state = *window.mailbox(config.rank).state;
     state.pid = int32_t(getpid());
     state.pidAddress = reinterpret_cast<uintptr_t>(&state.pid);
+    // Measured here rather than within a first call: whether this CPU's copies stall where the
+    // destination lies just past the source (base/copy_bytes.h), which bulk copies then avoid.
+    const bool userStalls = stringCopyStallsNearby(), kernelStalls = kernelCopyStallsNearby();
+    if (config.rank == 0 && (userStalls || kernelStalls)) {
+      GYRE_LOG(info, who() + ": copies to just past their source (modulo 4 KiB) stall here (" +
+                         (userStalls ? "memcpy" : "") + (userStalls && kernelStalls ? ", " : "") +
+                         (kernelStalls ? "process_vm_readv" : "") +
+                         "): such copies take vector loops and bounce buffers");
+    }
     // How far apart the CPUs of rank 0 and its partner sit: where ranks have cores of their
     // own it prices the algorithms (runtime/core/tuner.h); where ranks share cores pinned in
     // blocks, the slots' stores follow it. Ranks that share cores unpinned would measure the

@@ -3,7 +3,8 @@
 // membw calls the in-place reduce). GB/s counts 3 streams (read a, read b, write a), as
 // membw does; the 16-bit kernels count their 2-byte elements. Then 32 KiB copies at each
 // distance of destination past source (modulo 4 KiB): memcpy and process_vm_readv, whose
-// `rep movsb` stalls at 1-63 bytes on some CPUs, against gyre's copies that avoid it.
+// `rep movsb` stalls at 1-63 bytes on some CPUs, against the paths gyre takes where it does
+// (vector loops; the kernel's copy through a bounce buffer), and gyre's verdict for this CPU.
 //   build/tools/gyre-kernel-bench [MiB] [repeats]
 #include <algorithm>
 #include <chrono>
@@ -48,8 +49,8 @@ void copyDistances(int repeats) {
   unsigned char* dstPage = src + kBytes + kPage;
   const int self = int(getpid());
   std::printf("# 32 KiB copies, microseconds, by bytes of destination past source (mod 4 KiB)\n");
-  std::printf("# %-9s %10s %16s %10s %16s\n", "distance", "memcpy", "process_vm_readv", "copyBytes",
-              "readPeerMemory");
+  std::printf("# %-9s %10s %10s %16s %10s\n", "distance", "memcpy", "vectors", "process_vm_readv",
+              "bounced");
   for (size_t distance : {0, 8, 16, 24, 32, 48, 64}) {
     unsigned char* dst = dstPage + distance;
     auto perCopy = [&](auto copy) {
@@ -67,13 +68,20 @@ void copyDistances(int repeats) {
       iovec mine{dst, kBytes}, theirs{src, kBytes};
       if (process_vm_readv(self, &mine, 1, &theirs, 1, 0) != ssize_t(kBytes)) std::abort();
     });
-    const double ours = perCopy([&] { gyre::copyBytes(dst, src, kBytes); });
-    const double peer = perCopy([&] {
+    const double vectors = perCopy([&] { gyre::copyVectors(dst, src, kBytes, true); });
+    gyre::overrideKernelCopyStall(true);  // readPeerMemory's bounce at 1-31 bytes
+    const double bounced = perCopy([&] {
       if (!gyre::readPeerMemory(self, dst, reinterpret_cast<uint64_t>(src), kBytes).empty())
         std::abort();
     });
-    std::printf("  %-9zu %10.2f %16.2f %10.2f %16.2f\n", distance, plain, kernel, ours, peer);
+    gyre::overrideKernelCopyStall(std::nullopt);
+    std::printf("  %-9zu %10.2f %10.2f %16.2f %10.2f\n", distance, plain, vectors, kernel, bounced);
   }
+  const auto said = [](bool stalls) { return stalls ? "stalls" : "does not stall"; };
+  std::printf(
+      "# gyre's verdict here: memcpy %s, process_vm_readv %s at 1-63 bytes (where one\n"
+      "# stalls, copies at those distances take the vectors or the bounce)\n",
+      said(gyre::stringCopyStallsNearby()), said(gyre::kernelCopyStallsNearby()));
 }
 
 }  // namespace
