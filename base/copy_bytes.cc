@@ -1,7 +1,6 @@
 #include "base/copy_bytes.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -102,11 +101,6 @@ void storeFence() {
 #endif
 }
 
-namespace {
-// -1: not measured yet; else the verdict, measured or overridden.
-std::atomic<int> stringCopyStall{-1};
-}  // namespace
-
 bool measureShortDistanceStall(
     const std::function<bool(void* dst, const void* src, size_t)>& copy) {
   constexpr size_t kPage = 4096, kBytes = size_t(32) << 10, kNear = 16;
@@ -132,21 +126,29 @@ bool measureShortDistanceStall(
   return double(best[1].count()) >= kShortDistanceStallRatio * double(best[0].count());
 }
 
-bool stringCopyStallsNearby() {
-  int verdict = stringCopyStall.load(std::memory_order_relaxed);
+bool StallVerdict::stalls() {
+  int verdict = verdict_.load(std::memory_order_relaxed);
   if (verdict < 0) {
-    verdict = measureShortDistanceStall([](void* d, const void* s, size_t n) {
-      std::memcpy(d, s, n);
-      asm volatile("" ::: "memory");  // the copy is the point: not to be elided
-      return true;
-    });
-    stringCopyStall.store(verdict, std::memory_order_relaxed);
+    verdict = measureShortDistanceStall(copy_);
+    verdict_.store(verdict, std::memory_order_relaxed);
   }
   return verdict != 0;
 }
 
+namespace {
+StallVerdict stringCopy([](void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  asm volatile("" ::: "memory");  // the copy is the point: not to be elided
+  return true;
+});
+}  // namespace
+
+bool stringCopyStallsNearby() {
+  return stringCopy.stalls();
+}
+
 void overrideStringCopyStall(std::optional<bool> stalls) {
-  stringCopyStall.store(stalls ? int(*stalls) : -1, std::memory_order_relaxed);
+  stringCopy.override(stalls);
 }
 
 void copyBytes(void* dst, const void* src, size_t bytes) {

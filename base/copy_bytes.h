@@ -8,6 +8,7 @@
 // so whether the CPU stalls is measured, not assumed.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,21 +25,36 @@ inline bool shortCopyDistance(const void* dst, const void* src, uintptr_t within
   return ahead != 0 && ahead < within;
 }
 
-// Whether memcpy on this CPU stalls at a short distance: 32 KiB copied 16 bytes past its source
-// against page-aligned, the best of a few rounds each, measured once per process (tens of
-// microseconds; a few hundred where it stalls) unless overridden.
-bool stringCopyStallsNearby();
-// Takes `stalls` in place of the measurement (nullopt measures again at the next ask): for tests
-// and side-by-side benchmarks of either path.
-void overrideStringCopyStall(std::optional<bool> stalls);
-
-// The probe behind both stall verdicts (this one and the kernel's, link/mailbox.h): `copy` of
-// 32 KiB to a page-aligned destination and to one 16 bytes past a page, the best of a few rounds
-// each; whether the near copy took kShortDistanceStallRatio times the aligned one's time. A copy
-// that fails (returns false) counts as a stall: the guarded path is the safe one.
+// The probe behind both stall verdicts (memcpy's here, the kernel's in link/mailbox.h): `copy`
+// of 32 KiB to a page-aligned destination and to one 16 bytes past a page, the best of a few
+// rounds each (tens of microseconds; a few hundred where it stalls); whether the near copy took
+// kShortDistanceStallRatio times the aligned one's time. A copy that fails (returns false)
+// counts as a stall: the guarded path is the safe one.
 bool measureShortDistanceStall(const std::function<bool(void* dst, const void* src, size_t)>& copy);
 // AMD Zen 3 took 17 times as long, an Intel Xeon 1.07 times.
 inline constexpr double kShortDistanceStallRatio = 2.0;
+
+// Whether one way of copying stalls at a short distance on this CPU: measured at the first ask
+// and kept for the process, unless overridden.
+class StallVerdict {
+ public:
+  using Copy = bool (*)(void* dst, const void* src, size_t bytes);
+  explicit constexpr StallVerdict(Copy copy) : copy_(copy) {}
+  bool stalls();
+  // Takes `stalls` in place of the measurement (nullopt measures again at the next ask): for
+  // tests and side-by-side benchmarks of either path.
+  void override(std::optional<bool> stalls) {
+    verdict_.store(stalls ? int(*stalls) : -1, std::memory_order_relaxed);
+  }
+
+ private:
+  Copy copy_;
+  std::atomic<int> verdict_{-1};  // -1: not measured yet
+};
+
+// memcpy's verdict: copyBytes takes vector loops at a short distance only where it stalls.
+bool stringCopyStallsNearby();
+void overrideStringCopyStall(std::optional<bool> stalls);
 
 // dst = src for `bytes`, never overlapping: memcpy, or vector loads and stores where
 // shortCopyDistance holds and stringCopyStallsNearby().

@@ -100,8 +100,11 @@ constexpr size_t kBouncePiece = size_t(64) << 10;
 constexpr size_t kBounceFrom = 2048;
 constexpr uintptr_t kKernelStallWithin = 32;
 
-// -1: not measured yet; else the verdict, measured or overridden.
-std::atomic<int> kernelCopyStall{-1};
+StallVerdict kernelCopy([](void* dst, const void* src, size_t bytes) {
+  return moveDirect(int(getpid()), static_cast<std::byte*>(dst), reinterpret_cast<uint64_t>(src),
+                    bytes, true)
+      .empty();
+});
 
 std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t bytes, bool read) {
   const auto* remotePtr = reinterpret_cast<const void*>(remote);
@@ -131,20 +134,11 @@ std::string movePeerMemory(int pid, std::byte* local, uint64_t remote, size_t by
 }  // namespace
 
 bool kernelCopyStallsNearby() {
-  int verdict = kernelCopyStall.load(std::memory_order_relaxed);
-  if (verdict < 0) {
-    const int self = int(getpid());
-    verdict = measureShortDistanceStall([self](void* d, const void* s, size_t n) {
-      return moveDirect(self, static_cast<std::byte*>(d), reinterpret_cast<uint64_t>(s), n, true)
-          .empty();
-    });
-    kernelCopyStall.store(verdict, std::memory_order_relaxed);
-  }
-  return verdict != 0;
+  return kernelCopy.stalls();
 }
 
 void overrideKernelCopyStall(std::optional<bool> stalls) {
-  kernelCopyStall.store(stalls ? int(*stalls) : -1, std::memory_order_relaxed);
+  kernelCopy.override(stalls);
 }
 
 std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes) {

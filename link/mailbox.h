@@ -78,11 +78,10 @@ std::string readPeerMemory(int pid, void* into, uint64_t address, size_t bytes);
 // Writes `bytes` from `from` to `address` of process `pid` (process_vm_writev: the kernel asks
 // for the same permission as for reading); "" or why not.
 std::string writePeerMemory(int pid, uint64_t address, const void* from, size_t bytes);
-// Whether the kernel's copy (process_vm_readv of this process's own memory) stalls at a short
-// distance on this CPU (base/copy_bytes.h: measureShortDistanceStall), measured once per
-// process unless overridden; where the kernel refuses, yes (the safe path).
+// The kernel's verdict (base/copy_bytes.h: StallVerdict): whether process_vm_readv of this
+// process's own memory stalls at a short distance; where the kernel refuses, yes (the safe
+// path). readPeerMemory and writePeerMemory bounce near moves only where it stalls.
 bool kernelCopyStallsNearby();
-// Takes `stalls` in place of the measurement (nullopt measures again): for tests and benchmarks.
 void overrideKernelCopyStall(std::optional<bool> stalls);
 // A copy through the kernel (process_vm_readv, what the shm single copy and the direct reads
 // use) on this core: 1 MiB of this process's own memory, the fastest of a few (about a
