@@ -4,8 +4,8 @@
 // Zen (32 KiB: 11-18 us instead of 0.8; 1 MiB through process_vm_readv: 440-580 us instead of
 // 100). Heap buffers meet at such distances easily: std::vector's data sits 16 bytes into its
 // mapping, a shared window's slot at 0. Other CPUs copy at those distances at their usual pace
-// (an Intel Xeon: 32 KiB in 0.61 us against 0.57), where the detour would cost a fifth or more,
-// so whether the CPU stalls is measured, not assumed.
+// (an Intel Xeon: 32 KiB in 0.62 us against 0.58), where the detours cost 11-45 %, so whether
+// the CPU stalls is measured, not assumed.
 #pragma once
 
 #include <atomic>
