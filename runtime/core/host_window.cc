@@ -96,10 +96,10 @@ void Communicator::Impl::setUpHostWindow(bool allMemory) {
     // destination lies just past the source (base/copy_bytes.h), which bulk copies then avoid.
     const bool userStalls = stringCopyStallsNearby(), kernelStalls = kernelCopyStallsNearby();
     if (config.rank == 0 && (userStalls || kernelStalls)) {
-      GYRE_LOG(info, who() + ": copies to just past their source (modulo 4 KiB) stall here (" +
-                         (userStalls ? "memcpy" : "") + (userStalls && kernelStalls ? ", " : "") +
-                         (kernelStalls ? "process_vm_readv" : "") +
-                         "): such copies take vector loops and bounce buffers");
+      GYRE_LOG(info, who() + ": copies to just past their source (modulo 4 KiB) stall here:" +
+                         (userStalls ? " memcpy's take vector loops" : "") +
+                         (userStalls && kernelStalls ? ";" : "") +
+                         (kernelStalls ? " process_vm_readv's go through a bounce buffer" : ""));
     }
     // How far apart the CPUs of rank 0 and its partner sit: where ranks have cores of their
     // own it prices the algorithms (runtime/core/tuner.h); where ranks share cores pinned in
