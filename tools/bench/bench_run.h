@@ -1,8 +1,10 @@
 // The pieces of one gyre-bench run: its options, the collective it calls, its buffers (host
-// or CUDA) and the check of every element that came back. gyre-bench's main.cc drives them.
+// or CUDA) and the check of every element that came back. gyre-bench's main.cc drives them
+// (soak.cc for --soak).
 #pragma once
 
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -60,7 +62,7 @@ struct Options {
   bool rewrite = false;
 };
 
-[[noreturn]] void die(const char* what, gyreResult_t r) {
+[[noreturn]] inline void die(const char* what, gyreResult_t r) {
   std::fprintf(stderr, "gyre-bench: %s failed: %s: %s\n", what, gyreGetErrorString(r),
                gyreGetLastError(nullptr));
   std::exit(1);
@@ -72,14 +74,14 @@ struct Options {
   } while (0)
 
 #ifdef GYRE_BENCH_CUDA
-void cudaCheck(cudaError_t e) {
+inline void cudaCheck(cudaError_t e) {
   if (e == cudaSuccess) return;
   std::fprintf(stderr, "gyre-bench: CUDA: %s\n", cudaGetErrorString(e));
   std::exit(1);
 }
 #endif
 
-size_t parseSize(const std::string& text) {
+inline size_t parseSize(const std::string& text) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
   switch (*end) {
@@ -104,7 +106,7 @@ size_t parseSize(const std::string& text) {
   return size_t(v);
 }
 
-double busFactor(Coll c, int n) {
+inline double busFactor(Coll c, int n) {
   switch (c) {
     case Coll::all_reduce:
       return 2.0 * (n - 1) / n;
@@ -420,5 +422,8 @@ inline int itersFor(Run& run, double seconds, const PeerRule* peer) {
     }
   }
 }
+
+// Random verified collectives until `seconds` pass on rank 0 (soak.cc); 0: none wrong.
+int soak(gyreComm_t comm, const Options& base, double seconds, uint64_t seed);
 
 }  // namespace gyre::bench
