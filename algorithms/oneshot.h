@@ -52,7 +52,8 @@ class OneShot {
   // apart the CPUs sit, where a copy through slots or posts slows down several times.
   // All-reduce: rank r reads share r of every other input in pieces that stay in its cache,
   // reduces it in rank order and writes it into every other output, so all get the same bits
-  // and only rank r touches share r of any buffer (in place too). All-gather: every rank reads
+  // and only rank r touches share r of any buffer (in place too); reduce: the same, written
+  // into the root's output alone. All-gather: every rank reads
   // each other's block straight into its place; all-to-all: its own block of each other's
   // input (never in place). Broadcast: the root writes the first of n
   // shares into every other rank's buffer while they read the rest from its own. Gather and
@@ -137,7 +138,8 @@ class OneShot {
   void prefetchAhead(const Mailbox& box, int slot, Payload where, uint32_t bytes) const;
   void prefetchForNextCalls() const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
-  // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce;
+  // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce
+  // (root -1) and the reduce;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
   // failure; says this rank finished its reads and writes of call `seq`; waits until `peer`
   // has; says so for this call and waits until `peer` (-1: every other rank) has too.
@@ -145,7 +147,7 @@ class OneShot {
   // exchangeBuffers' halves: this rank's post, then the others' (or `peer`'s alone).
   void postBuffers(const OpContext& ctx, const void* input, const void* output);
   void awaitBuffers(const OpContext& ctx, int peer);
-  void readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out);
+  void readReduce(const OpContext& ctx, const std::byte* in, std::byte* out, int root);
   void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
     accessPeer(ctx, peer, into, address, bytes, /*read=*/true);
   }
@@ -205,7 +207,7 @@ class OneShot {
   uint32_t trialRound_ = 0;            // shareTrials calls so far
   std::vector<uint64_t> peerInputs_;   // the direct read: where each rank's input lies
   std::vector<uint64_t> peerOutputs_;  // and its output
-  std::vector<std::byte> scratch_;     // readAllReduce: the pieces read
+  std::vector<std::byte> scratch_;     // readReduce: the pieces read, its sum
   Mailbox self_;
   std::vector<Mailbox> boxes_;
   std::vector<uint64_t> knownDone_;      // per rank: the newest call it is known to have finished

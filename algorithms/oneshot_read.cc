@@ -25,7 +25,10 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
   foldCall(d, 0, kDirectReadPost);
   switch (d.coll) {
     case Collective::all_reduce:
-      readAllReduce(ctx, in, out);
+      readReduce(ctx, in, out, -1);
+      break;
+    case Collective::reduce:
+      readReduce(ctx, in, out, d.root);
       break;
     case Collective::all_gather:
     case Collective::all_to_all: {
@@ -156,19 +159,34 @@ void OneShot::awaitPeerReads(const OpContext& ctx, int peer) {
   }
 }
 
-void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte* out) {
+void OneShot::readReduce(const OpContext& ctx, const std::byte* in, std::byte* out, int root) {
   // Rank r owns the r-th of n shares of the buffer: it reads that share of every other input,
-  // reduces it in rank order and writes the result into every other output. Only rank r ever
-  // touches share r of any buffer, and it reads a piece before it writes it, so in place needs
-  // nothing more; a rank moves 2 (n - 1) / n of the buffer through the kernel and reduces 1 / n.
+  // reduces it in rank order and writes the result into every other output (the reduce's, into
+  // the root's alone). Only rank r ever touches share r of any buffer, and it reads a piece
+  // before it writes it, so in place needs nothing more. An all-reduce's rank moves
+  // 2 (n - 1) / n of the buffer through the kernel. A reduce's rank reads n - 1 times its share
+  // and writes it once, the root only reads: its share is the larger, by the write's part of a
+  // rank's work with a byte of reduction priced at two of the kernel's copy (shares 3 (n - 1)
+  // to the root's 3 n - 2; at n = 2, 4 to 3 measured best from 256 KiB to 16 MiB, against even
+  // halves 7-13 % faster at 256 KiB-1 MiB, docs/tuning_shm.md).
   const OpDesc& d = ctx.desc;
   const int n = window_.nranks();
   const size_t es = dataTypeSize(d.dtype);
   exchangeBuffers(ctx, in, out, -1);
-  const size_t first = d.count * size_t(rank_) / size_t(n) * es;
-  const size_t last = d.count * size_t(rank_ + 1) / size_t(n) * es;
+  const auto shareStart = [&](int r) -> size_t {  // in elements
+    if (root < 0) return d.count * size_t(r) / size_t(n);
+    const size_t other = 3 * size_t(n - 1), mine = 3 * size_t(n) - 2;
+    const size_t total = size_t(n - 1) * other + mine;
+    const size_t weight = size_t(r) * other + (root < r ? mine - other : 0);
+    return d.count / total * weight + d.count % total * weight / total;
+  };
+  const size_t first = shareStart(rank_) * es;
+  const size_t last = shareStart(rank_ + 1) * es;
   const size_t piece = std::max(es, kReadPieceBytes / es * es);
-  scratch_.resize(size_t(n) * piece);
+  // A reduce's other ranks sum their share into the piece past the inputs' (their outputs
+  // need not exist).
+  const bool keeps = root < 0 || rank_ == root;
+  scratch_.resize(size_t(n + (keeps ? 0 : 1)) * piece);
   auto& src = posts_;  // each rank's part of the piece being reduced
   const bool avg = d.op == RedOp::avg;
   for (size_t at = first; at < last; at += piece) {
@@ -178,23 +196,24 @@ void OneShot::readAllReduce(const OpContext& ctx, const std::byte* in, std::byte
       readPeer(ctx, r, scratch_.data() + size_t(r) * piece, peerInputs_[size_t(r)] + at, k);
     }
     for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
+    std::byte* sum = keeps ? out + at : scratch_.data() + size_t(n) * piece;
     // In place, the ranks before this one are reduced into its output first: its own piece
     // must be read before then.
     src[size_t(rank_)] = in + at;
-    if (in == out && rank_ >= 2) {
+    if (in == out && rank_ >= 2 && keeps) {
       std::byte* kept = scratch_.data() + size_t(rank_) * piece;
       cpu::copy(kept, nullptr, in + at, k);
       src[size_t(rank_)] = kept;
     }
     // This piece of every input is here: reduce it while it is in the cache, then send it on.
-    if (n == 1) cpu::copy(out + at, nullptr, in + at, k);
+    if (n == 1) cpu::copy(sum, nullptr, in + at, k);
     for (int r = 1; r < n; ++r) {
-      cpu::reduce(d.dtype, d.op, out + at, nullptr, r == 1 ? src[0] : out + at, src[size_t(r)],
-                  k / es, avg && r == n - 1 ? n : 0);
+      cpu::reduce(d.dtype, d.op, sum, nullptr, r == 1 ? src[0] : sum, src[size_t(r)], k / es,
+                  avg && r == n - 1 ? n : 0);
     }
     for (int j = 1; j < n; ++j) {
       const int r = (rank_ + j) % n;
-      writePeer(ctx, r, peerOutputs_[size_t(r)] + at, out + at, k);
+      if (root < 0 || r == root) writePeer(ctx, r, peerOutputs_[size_t(r)] + at, sum, k);
     }
   }
   finishReads(ctx, -1);

@@ -173,6 +173,13 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       case Collective::all_reduce:
         return fixed + (nn - 1) * kDirectSystemCallUs +
                2 * share / (kDirectReduceBytesUs * kernelCopyPace_);
+      case Collective::reduce: {
+        // The busiest ranks, past the root, move n times their share: 3 (n - 1) parts of the
+        // buffer's (n - 1) 3 (n - 1) + 3 n - 2, the root's share 3 n - 2 (oneshot_read.cc).
+        const double parts = 3 * (nn - 1) * (nn - 1) + 3 * nn - 2;
+        return fixed + kDirectSystemCallUs +
+               nn * 3 * (nn - 1) / parts * b / (kDirectReduceBytesUs * kernelCopyPace_);
+      }
       case Collective::all_gather:
       case Collective::all_to_all:
         return fixed + share / kDirectGatherBytesUs;
@@ -431,7 +438,8 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // window's posts and the ring's slots beat them (n = 2, close, broadcast of 64 KiB: 3.4-6.1
   // against 6.4-7.8 us; far, all-gather of 16 KiB: 3.8-4.1 against 4.8-5.8), though the model,
   // whose far price for a post was fitted to larger copies, says otherwise (docs/tuning_shm.md).
-  if (a == Algorithm::directRead && coll != Collective::all_reduce &&
+  // The reduces, as the all-reduces, go by the model's price and the measured choice.
+  if (a == Algorithm::directRead && coll != Collective::all_reduce && coll != Collective::reduce &&
       bytes < (link_.farApart ? kDirectCopyFarFromBytes : kDirectCopyFromBytes)) {
     return false;
   }

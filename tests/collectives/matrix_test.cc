@@ -268,7 +268,7 @@ bool implements(const std::string& algorithm, Collective c) {
            c == Collective::reduce_scatter;
   }
   if (algorithm == "read") {
-    return c == Collective::all_reduce || c == Collective::all_gather ||
+    return c == Collective::all_reduce || c == Collective::reduce || c == Collective::all_gather ||
            c == Collective::broadcast || c == Collective::all_to_all || c == Collective::gather ||
            c == Collective::scatter;
   }
@@ -379,9 +379,9 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
-// The all-reduces, all-gathers, broadcasts, gathers, scatters and all-to-alls through the direct
-// read, every other call as with "auto" (in place and out of place, every type, op and root the
-// matrix has).
+// The all-reduces, reduces, all-gathers, broadcasts, gathers, scatters and all-to-alls through
+// the direct read, every other call as with "auto" (in place and out of place, every type, op and
+// root the matrix has).
 TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
   for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
@@ -393,9 +393,9 @@ TEST_CASE("matrix: direct-read collectives") {
   }
 }
 
-// Forced, every all-reduce, all-gather, broadcast, gather, scatter and all-to-all goes through
-// the direct read, shares of uneven size over many pieces included, in place (where a rank past
-// the second reduces its own input after the ones before it) and out of place; every element
+// Forced, every all-reduce, reduce, all-gather, broadcast, gather, scatter and all-to-all goes
+// through the direct read, shares of uneven size over many pieces included, in place (where a rank
+// past the second reduces its own input after the ones before it) and out of place; every element
 // exact, outputs poisoned.
 TEST_CASE("direct read: every call of its collectives, exact") {
   if (!test::singleCopyMissing().empty()) {
@@ -426,6 +426,20 @@ TEST_CASE("direct read: every call of its collectives, exact") {
         expect(out[i] == value(0, i) + value(1, i) + value(2, i), "all_reduce" + how);
       }
       expect(out[count] == -7, "all_reduce wrote past its buffer");
+      // Reduce to each root, sum: the root's share the larger; the root alone written.
+      for (int root = 0; root < n; ++root) {
+        std::fill(out.begin(), out.end(), -7);
+        if (inPlace) std::copy(in.begin(), in.end(), out.begin());
+        c.reduce(inPlace ? out.data() : in.data(), out.data(), count, DataType::i64, RedOp::sum,
+                 root);
+        ++calls[r];
+        const std::string what = "reduce to " + std::to_string(root) + how;
+        for (size_t i = 0; i < count; ++i) {
+          const int64_t kept = inPlace ? value(r, i) : -7;  // a non-root's own buffer untouched
+          expect(out[i] == (r == root ? value(0, i) + value(1, i) + value(2, i) : kept), what);
+        }
+        expect(out[count] == -7, what + " wrote past its buffer");
+      }
       // All-gather: every rank's block in its place.
       std::fill(out.begin(), out.end(), -7);
       if (inPlace) std::copy(in.begin(), in.end(), out.begin() + std::ptrdiff_t(size_t(r) * count));
