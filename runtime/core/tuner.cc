@@ -49,6 +49,13 @@ constexpr double kOneShotStep = 0.3;
 // (n = 4 and 8 on 2 cores: at 16 KiB a rank the tree took 0.78-0.81 of the window's time,
 // fresh inputs or not; at 32 KiB 1.13-1.94; docs/tuning.md).
 constexpr size_t kSharedCoresGatherPostFrom = 32 << 10;
+// The window's two-rank reduce where each rank has a core: below 8 KiB. On this project's
+// Intel Xeon the chain and the window were level at 4 KiB (0.64-0.69 us, 0.61-0.69), and the
+// chain ahead from 8 KiB (0.68-0.71 against 1.00-1.10; 16 KiB 1.13-1.21 against 1.61-1.69; on
+// the AMD EPYC before, the window took 0.7-1.0 of the chain's time from 4 to 64 KiB;
+// docs/tuning_reduce.md). The model prices the chain's hops in full, where its other rank runs
+// calls ahead of the root.
+constexpr size_t kTwoRankWindowReducesBelow = 8 << 10;
 bool windowPostersStall(const LinkCost& link, Collective coll, size_t bytes, int n,
                         size_t smallPost) {
   if (!link.coresShared) return false;
@@ -449,6 +456,10 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   }
   if (a == Algorithm::oneshot && coll == Collective::all_reduce &&
       bytes >= link_.windowAllReducesBelow) {
+    return false;
+  }
+  if (a == Algorithm::oneshot && coll == Collective::reduce && n == 2 && !link_.coresShared &&
+      bytes >= kTwoRankWindowReducesBelow) {
     return false;
   }
   if (coll == Collective::broadcast && link_.chainBroadcasts) return a == Algorithm::ring;
