@@ -28,7 +28,7 @@ done
 algos_of() {
   case $1 in
     all_reduce) echo "ring,tree,rd,oneshot,read" ;; all_gather) echo "ring,rd,oneshot,read" ;;
-    broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot" ;;
+    broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot,read" ;;
     gather | scatter) echo "ring,tree,oneshot,read" ;;
     reduce_scatter) echo "ring,rd,oneshot" ;;
     all_to_all) echo "pairwise,oneshot,read" ;;
