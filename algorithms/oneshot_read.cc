@@ -167,8 +167,8 @@ void OneShot::readReduce(const OpContext& ctx, const std::byte* in, std::byte* o
   // 2 (n - 1) / n of the buffer through the kernel. A reduce's rank reads n - 1 times its share
   // and writes it once, the root only reads: its share is the larger, by the write's part of a
   // rank's work with a byte of reduction priced at two of the kernel's copy (shares 3 (n - 1)
-  // to the root's 3 n - 2; at n = 2, 4 to 3 measured best from 256 KiB to 16 MiB, against even
-  // halves 7-13 % faster at 256 KiB-1 MiB, docs/tuning_shm.md).
+  // to the root's 3 n - 2; at n = 2, 4 to 3: against even halves 7-13 % faster at 256 KiB-1 MiB,
+  // level or up to 4 % faster at 4-16 MiB; docs/tuning_reduce.md).
   const OpDesc& d = ctx.desc;
   const int n = window_.nranks();
   const size_t es = dataTypeSize(d.dtype);
