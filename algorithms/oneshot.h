@@ -53,7 +53,8 @@ class OneShot {
   // All-reduce: rank r reads share r of every other input in pieces that stay in its cache,
   // reduces it in rank order and writes it into every other output, so all get the same bits
   // and only rank r touches share r of any buffer (in place too); reduce: the same, written
-  // into the root's output alone. All-gather: every rank reads
+  // into the root's output alone; reduce-scatter: block r of every input reduced into rank r's
+  // output, nothing written into another rank's. All-gather: every rank reads
   // each other's block straight into its place; all-to-all: its own block of each other's
   // input (never in place). Broadcast: the root writes the first of n
   // shares into every other rank's buffer while they read the rest from its own. Gather and
@@ -139,7 +140,7 @@ class OneShot {
   void prefetchForNextCalls() const;
   // The direct read's parts: posts where this rank's input and output lie and learns where
   // `peer`'s lie (-1: every other rank's) into peerInputs_ and peerOutputs_; the all-reduce
-  // (root -1) and the reduce;
+  // (root -1) and the reduce; the reduce-scatter;
   // reads `bytes` at `address` of `peer`'s memory (or writes them there), naming it on
   // failure; says this rank finished its reads and writes of call `seq`; waits until `peer`
   // has; says so for this call and waits until `peer` (-1: every other rank) has too.
@@ -148,6 +149,7 @@ class OneShot {
   void postBuffers(const OpContext& ctx, const void* input, const void* output);
   void awaitBuffers(const OpContext& ctx, int peer);
   void readReduce(const OpContext& ctx, const std::byte* in, std::byte* out, int root);
+  void readReduceScatter(const OpContext& ctx, const std::byte* in, std::byte* out);
   void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
     accessPeer(ctx, peer, into, address, bytes, /*read=*/true);
   }

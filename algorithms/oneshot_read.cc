@@ -30,6 +30,9 @@ void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) 
     case Collective::reduce:
       readReduce(ctx, in, out, d.root);
       break;
+    case Collective::reduce_scatter:
+      readReduceScatter(ctx, in, out);
+      break;
     case Collective::all_gather:
     case Collective::all_to_all: {
       // Each rank's block lands straight in its place: the all-gather's whole input, the
@@ -214,6 +217,45 @@ void OneShot::readReduce(const OpContext& ctx, const std::byte* in, std::byte* o
     for (int j = 1; j < n; ++j) {
       const int r = (rank_ + j) % n;
       if (root < 0 || r == root) writePeer(ctx, r, peerOutputs_[size_t(r)] + at, sum, k);
+    }
+  }
+  finishReads(ctx, -1);
+}
+
+void OneShot::readReduceScatter(const OpContext& ctx, const std::byte* in, std::byte* out) {
+  // Rank r reads block r of every other input and reduces it in rank order into its output: it
+  // moves (n - 1) / n of the buffer through the kernel and writes nothing into another rank's
+  // memory, so a rank waits for the others only to have read its input before it returns. In
+  // place (the output is block r of the input) a rank past the second keeps its piece aside
+  // first, as the all-reduce does.
+  const OpDesc& d = ctx.desc;
+  const int n = window_.nranks();
+  const size_t es = dataTypeSize(d.dtype);
+  const size_t bytes = d.count * es;
+  const std::byte* mine = in + size_t(rank_) * bytes;
+  exchangeBuffers(ctx, in, out, -1);
+  const size_t piece = std::max(es, kReadPieceBytes / es * es);
+  scratch_.resize(size_t(n) * piece);
+  auto& src = posts_;
+  const bool avg = d.op == RedOp::avg;
+  for (size_t at = 0; at < bytes; at += piece) {
+    const size_t k = std::min(piece, bytes - at);
+    for (int j = 1; j < n; ++j) {
+      const int r = (rank_ + j) % n;
+      readPeer(ctx, r, scratch_.data() + size_t(r) * piece,
+               peerInputs_[size_t(r)] + size_t(rank_) * bytes + at, k);
+    }
+    for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
+    src[size_t(rank_)] = mine + at;
+    if (mine == out && rank_ >= 2) {
+      std::byte* kept = scratch_.data() + size_t(rank_) * piece;
+      cpu::copy(kept, nullptr, mine + at, k);
+      src[size_t(rank_)] = kept;
+    }
+    if (n == 1) cpu::copy(out + at, nullptr, mine + at, k);  // in place: a no-op
+    for (int r = 1; r < n; ++r) {
+      cpu::reduce(d.dtype, d.op, out + at, nullptr, r == 1 ? src[0] : out + at, src[size_t(r)],
+                  k / es, avg && r == n - 1 ? n : 0);
     }
   }
   finishReads(ctx, -1);

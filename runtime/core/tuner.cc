@@ -187,6 +187,8 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
         return fixed + kDirectSystemCallUs +
                nn * 3 * (nn - 1) / parts * b / (kDirectReduceBytesUs * kernelCopyPace_);
       }
+      case Collective::reduce_scatter:  // its block of every other input read, nothing written
+        return fixed + share / (kDirectReduceBytesUs * kernelCopyPace_);
       case Collective::all_gather:
       case Collective::all_to_all:
         return fixed + share / kDirectGatherBytesUs;

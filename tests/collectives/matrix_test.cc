@@ -268,7 +268,8 @@ bool implements(const std::string& algorithm, Collective c) {
            c == Collective::reduce_scatter;
   }
   if (algorithm == "read") {
-    return c == Collective::all_reduce || c == Collective::reduce || c == Collective::all_gather ||
+    return c == Collective::all_reduce || c == Collective::reduce ||
+           c == Collective::reduce_scatter || c == Collective::all_gather ||
            c == Collective::broadcast || c == Collective::all_to_all || c == Collective::gather ||
            c == Collective::scatter;
   }
@@ -379,9 +380,9 @@ TEST_CASE("matrix: every algorithm on links of two slots") {
 TEST_CASE("matrix: one-shot through the host window") {
   for (int n : kSizes) runMatrix(n, "oneshot");
 }
-// The all-reduces, reduces, all-gathers, broadcasts, gathers, scatters and all-to-alls through
-// the direct read, every other call as with "auto" (in place and out of place, every type, op and
-// root the matrix has).
+// The all-reduces, reduces, reduce-scatters, all-gathers, broadcasts, gathers, scatters and
+// all-to-alls through the direct read, every other call as with "auto" (in place and out of place,
+// every type, op and root the matrix has).
 TEST_CASE("matrix: direct-read collectives") {
   uint64_t reads = 0;
   for (int n : kSizes) runMatrix(n, "read", 0, "auto", 4, 0, &reads);
@@ -393,10 +394,10 @@ TEST_CASE("matrix: direct-read collectives") {
   }
 }
 
-// Forced, every all-reduce, reduce, all-gather, broadcast, gather, scatter and all-to-all goes
-// through the direct read, shares of uneven size over many pieces included, in place (where a rank
-// past the second reduces its own input after the ones before it) and out of place; every element
-// exact, outputs poisoned.
+// Forced, every all-reduce, reduce, reduce-scatter, all-gather, broadcast, gather, scatter and
+// all-to-all goes through the direct read, shares of uneven size over many pieces included, in
+// place (where a rank past the second reduces its own input after the ones before it) and out of
+// place; every element exact, outputs poisoned.
 TEST_CASE("direct read: every call of its collectives, exact") {
   if (!test::singleCopyMissing().empty()) {
     MESSAGE("the direct read is off here: " << test::singleCopyMissing());
@@ -439,6 +440,20 @@ TEST_CASE("direct read: every call of its collectives, exact") {
           expect(out[i] == (r == root ? value(0, i) + value(1, i) + value(2, i) : kept), what);
         }
         expect(out[count] == -7, what + " wrote past its buffer");
+      }
+      // Reduce-scatter, sum: block r of the ranks' inputs added, in rank r's output; in place
+      // that output is block r of its input (a rank past the second keeps its piece aside).
+      {
+        std::vector<int64_t> whole(count * n), got(count + 1, -7);
+        for (size_t i = 0; i < whole.size(); ++i) whole[i] = value(r, i);
+        int64_t* mine = inPlace ? whole.data() + size_t(r) * count : got.data();
+        c.reduceScatter(whole.data(), mine, count, DataType::i64, RedOp::sum);
+        ++calls[r];
+        for (size_t i = 0; i < count; ++i) {
+          const size_t at = size_t(r) * count + i;
+          expect(mine[i] == value(0, at) + value(1, at) + value(2, at), "reduce_scatter" + how);
+        }
+        expect(got[count] == -7, "reduce_scatter wrote past its block");
       }
       // All-gather: every rank's block in its place.
       std::fill(out.begin(), out.end(), -7);

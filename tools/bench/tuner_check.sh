@@ -30,7 +30,7 @@ algos_of() {
     all_reduce) echo "ring,tree,rd,oneshot,read" ;; all_gather) echo "ring,rd,oneshot,read" ;;
     broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot,read" ;;
     gather | scatter) echo "ring,tree,oneshot,read" ;;
-    reduce_scatter) echo "ring,rd,oneshot" ;;
+    reduce_scatter) echo "ring,rd,oneshot,read" ;;
     all_to_all) echo "pairwise,oneshot,read" ;;
     *) echo "ring" ;;
   esac
