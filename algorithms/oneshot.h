@@ -150,6 +150,12 @@ class OneShot {
   void awaitBuffers(const OpContext& ctx, int peer);
   void readReduce(const OpContext& ctx, const std::byte* in, std::byte* out, int root);
   void readReduceScatter(const OpContext& ctx, const std::byte* in, std::byte* out);
+  // The reductions' pieces: sizes scratch_ for n inputs' pieces and `extra` more, returns a
+  // piece's bytes; reads `k` bytes at `offset` of every other rank's input into scratch_ and
+  // reduces them with `own` in rank order into `sum` (`inPlace`: `sum` is where `own` lies).
+  size_t preparePieces(size_t es, int extra);
+  void reducePiece(const OpContext& ctx, size_t piece, size_t offset, const std::byte* own,
+                   std::byte* sum, size_t k, bool inPlace);
   void readPeer(const OpContext& ctx, int peer, std::byte* into, uint64_t address, size_t bytes) {
     accessPeer(ctx, peer, into, address, bytes, /*read=*/true);
   }

@@ -185,35 +185,14 @@ void OneShot::readReduce(const OpContext& ctx, const std::byte* in, std::byte* o
   };
   const size_t first = shareStart(rank_) * es;
   const size_t last = shareStart(rank_ + 1) * es;
-  const size_t piece = std::max(es, kReadPieceBytes / es * es);
   // A reduce's other ranks sum their share into the piece past the inputs' (their outputs
   // need not exist).
   const bool keeps = root < 0 || rank_ == root;
-  scratch_.resize(size_t(n + (keeps ? 0 : 1)) * piece);
-  auto& src = posts_;  // each rank's part of the piece being reduced
-  const bool avg = d.op == RedOp::avg;
+  const size_t piece = preparePieces(es, keeps ? 0 : 1);
   for (size_t at = first; at < last; at += piece) {
     const size_t k = std::min(piece, last - at);
-    for (int j = 1; j < n; ++j) {
-      const int r = (rank_ + j) % n;
-      readPeer(ctx, r, scratch_.data() + size_t(r) * piece, peerInputs_[size_t(r)] + at, k);
-    }
-    for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
     std::byte* sum = keeps ? out + at : scratch_.data() + size_t(n) * piece;
-    // In place, the ranks before this one are reduced into its output first: its own piece
-    // must be read before then.
-    src[size_t(rank_)] = in + at;
-    if (in == out && rank_ >= 2 && keeps) {
-      std::byte* kept = scratch_.data() + size_t(rank_) * piece;
-      cpu::copy(kept, nullptr, in + at, k);
-      src[size_t(rank_)] = kept;
-    }
-    // This piece of every input is here: reduce it while it is in the cache, then send it on.
-    if (n == 1) cpu::copy(sum, nullptr, in + at, k);
-    for (int r = 1; r < n; ++r) {
-      cpu::reduce(d.dtype, d.op, sum, nullptr, r == 1 ? src[0] : sum, src[size_t(r)], k / es,
-                  avg && r == n - 1 ? n : 0);
-    }
+    reducePiece(ctx, piece, at, in + at, sum, k, in == out && keeps);
     for (int j = 1; j < n; ++j) {
       const int r = (rank_ + j) % n;
       if (root < 0 || r == root) writePeer(ctx, r, peerOutputs_[size_t(r)] + at, sum, k);
@@ -226,39 +205,50 @@ void OneShot::readReduceScatter(const OpContext& ctx, const std::byte* in, std::
   // Rank r reads block r of every other input and reduces it in rank order into its output: it
   // moves (n - 1) / n of the buffer through the kernel and writes nothing into another rank's
   // memory, so a rank waits for the others only to have read its input before it returns. In
-  // place (the output is block r of the input) a rank past the second keeps its piece aside
-  // first, as the all-reduce does.
+  // place the output is block r of the input.
+  const size_t bytes = ctx.desc.count * dataTypeSize(ctx.desc.dtype);
+  const size_t block = size_t(rank_) * bytes;
+  exchangeBuffers(ctx, in, out, -1);
+  const size_t piece = preparePieces(dataTypeSize(ctx.desc.dtype), 0);
+  for (size_t at = 0; at < bytes; at += piece) {
+    const size_t k = std::min(piece, bytes - at);
+    reducePiece(ctx, piece, block + at, in + block + at, out + at, k, in + block == out);
+  }
+  finishReads(ctx, -1);
+}
+
+size_t OneShot::preparePieces(size_t es, int extra) {
+  const size_t piece = std::max(es, kReadPieceBytes / es * es);
+  scratch_.resize(size_t(window_.nranks() + extra) * piece);
+  return piece;
+}
+
+void OneShot::reducePiece(const OpContext& ctx, size_t piece, size_t offset, const std::byte* own,
+                          std::byte* sum, size_t k, bool inPlace) {
   const OpDesc& d = ctx.desc;
   const int n = window_.nranks();
   const size_t es = dataTypeSize(d.dtype);
-  const size_t bytes = d.count * es;
-  const std::byte* mine = in + size_t(rank_) * bytes;
-  exchangeBuffers(ctx, in, out, -1);
-  const size_t piece = std::max(es, kReadPieceBytes / es * es);
-  scratch_.resize(size_t(n) * piece);
-  auto& src = posts_;
-  const bool avg = d.op == RedOp::avg;
-  for (size_t at = 0; at < bytes; at += piece) {
-    const size_t k = std::min(piece, bytes - at);
-    for (int j = 1; j < n; ++j) {
-      const int r = (rank_ + j) % n;
-      readPeer(ctx, r, scratch_.data() + size_t(r) * piece,
-               peerInputs_[size_t(r)] + size_t(rank_) * bytes + at, k);
-    }
-    for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
-    src[size_t(rank_)] = mine + at;
-    if (mine == out && rank_ >= 2) {
-      std::byte* kept = scratch_.data() + size_t(rank_) * piece;
-      cpu::copy(kept, nullptr, mine + at, k);
-      src[size_t(rank_)] = kept;
-    }
-    if (n == 1) cpu::copy(out + at, nullptr, mine + at, k);  // in place: a no-op
-    for (int r = 1; r < n; ++r) {
-      cpu::reduce(d.dtype, d.op, out + at, nullptr, r == 1 ? src[0] : out + at, src[size_t(r)],
-                  k / es, avg && r == n - 1 ? n : 0);
-    }
+  for (int j = 1; j < n; ++j) {
+    const int r = (rank_ + j) % n;
+    readPeer(ctx, r, scratch_.data() + size_t(r) * piece, peerInputs_[size_t(r)] + offset, k);
   }
-  finishReads(ctx, -1);
+  auto& src = posts_;  // each rank's part of the piece being reduced
+  for (int r = 0; r < n; ++r) src[size_t(r)] = scratch_.data() + size_t(r) * piece;
+  src[size_t(rank_)] = own;
+  // In place, the ranks before this one are reduced into its output first: its own piece
+  // must be read before then.
+  if (inPlace && rank_ >= 2) {
+    std::byte* kept = scratch_.data() + size_t(rank_) * piece;
+    cpu::copy(kept, nullptr, own, k);
+    src[size_t(rank_)] = kept;
+  }
+  // This piece of every input is here: reduce it while it is in the cache.
+  if (n == 1) cpu::copy(sum, nullptr, own, k);  // in place: a no-op
+  const bool avg = d.op == RedOp::avg;
+  for (int r = 1; r < n; ++r) {
+    cpu::reduce(d.dtype, d.op, sum, nullptr, r == 1 ? src[0] : sum, src[size_t(r)], k / es,
+                avg && r == n - 1 ? n : 0);
+  }
 }
 
 void OneShot::accessPeer(const OpContext& ctx, int peer, std::byte* local, uint64_t address,
