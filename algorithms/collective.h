@@ -145,6 +145,9 @@ GYRE_HD void runChannel(Prims& p, const CollectivePlan& plan, int rank, int n, u
       }
       return a::ringScatter(p, rank, n, root, part);
     case Collective::all_to_all:
+      if (plan.algorithm == Algorithm::doubling) {
+        return a::bruckAllToAll(p, rank, n, part, slot, plan.ahead);
+      }
       return a::pairwiseAllToAll(p, rank, n, a::EqualExchange{part}, chunk);
     case Collective::barrier:
       return a::disseminationBarrier(p, rank, n);

@@ -1,8 +1,8 @@
 // Recursive doubling: log2(n) steps in which every rank exchanges with a partner at distance
 // 1, 2, 4, ...: the fewest steps for small messages. Non-power-of-two n folds the extra ranks
-// onto partners first (all-reduce) or uses Bruck's rotation (all-gather, barrier), which
-// works for any n. Exchanges run in rounds of at most `chunkElems`, so both partners can send
-// a round before either receives it.
+// onto partners first (all-reduce) or uses Bruck's rotation (all-gather, all-to-all, barrier),
+// which works for any n. Exchanges run in rounds of at most `chunkElems`, so both partners can
+// send a round before either receives it.
 #pragma once
 
 #include <cstdint>
@@ -180,6 +180,56 @@ GYRE_HD void doublingAllGather(Prims& p, int rank, int n, size_t count, size_t c
       if (k >= size_t(ahead) && k - size_t(ahead) < recvs) {
         const size_t j = k - size_t(ahead);
         p.recv(in.offset(j), in.length(j));
+      }
+    }
+  }
+}
+
+// The q-th of the slots 1 .. n-1 whose distance has bit `dist` set (q from 0): they come in
+// runs of `dist` at a stride of 2 dist.
+GYRE_HD inline int bruckSlot(int q, int dist) {
+  return q / dist * 2 * dist + dist + q % dist;
+}
+GYRE_HD inline int bruckSlots(int n, int dist) {
+  const int rest = n % (2 * dist) - dist;
+  return n / (2 * dist) * dist + (rest > 0 ? rest : 0);
+}
+
+// recv[r*count + i] = send of rank r [rank*count + i] (Bruck's all-to-all): ceil(log2 n) steps
+// where the pairwise exchange makes n - 1, each moving the blocks whose distance has the step's
+// bit set (about half the buffer): for small blocks, whose messages cost more than their bytes.
+// Slot j of a rank lives in output block (rank - j) mod n. It starts as the input block bound
+// for rank + j; the step at distance d, where j has bit d, sends it on to slot j of rank + d
+// and takes rank - d's in its place; so it ends holding the block from rank - j, where it lies,
+// with no rotation back. A step's pieces (of at most `chunkElems`) leave `ahead` before the
+// receive that overwrites the first of them; those first ones leave together (holdSends) and are
+// handed over before that receive.
+template <class Prims>
+GYRE_HD void bruckAllToAll(Prims& p, int rank, int n, size_t count, size_t chunkElems, int ahead) {
+  for (int j = 0; j < n; ++j)
+    p.localCopy(size_t(mod(rank + j, n)) * count, size_t(mod(rank - j, n)) * count, count);
+  if (n == 1 || count == 0) return;
+  p.useOutputAsInput();
+  const size_t perBlock = divUp(count, chunkElems);
+  for (int dist = 1; dist < n; dist *= 2) {
+    const int to = mod(rank + dist, n), from = mod(rank - dist, n);
+    const size_t pieces = size_t(bruckSlots(n, dist)) * perBlock;
+    const auto offset = [&](size_t k) {
+      const int j = bruckSlot(int(k / perBlock), dist);
+      return size_t(mod(rank - j, n)) * count + k % perBlock * chunkElems;
+    };
+    const auto length = [&](size_t k) {
+      return min_(chunkElems, count - k % perBlock * chunkElems);
+    };
+    const size_t batch = min_(pieces, size_t(ahead) + 1);
+    p.setPeers(&from, 1, &to, 1);
+    p.holdSends(true);
+    for (size_t k = 0; k < pieces + size_t(ahead); ++k) {
+      if (k < pieces) p.send(offset(k), length(k));
+      if (k + 1 == batch) p.holdSends(false);
+      if (k >= size_t(ahead) && k - size_t(ahead) < pieces) {
+        const size_t j = k - size_t(ahead);
+        p.recv(offset(j), length(j));
       }
     }
   }

@@ -1,6 +1,7 @@
 #include "runtime/core/tuner.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <sstream>
 
@@ -78,6 +79,13 @@ double log2Ceil(int n) {
   int steps = 0;
   while ((1 << steps) < n) ++steps;
   return steps;
+}
+
+// The links all blocks of Bruck's all-to-all cross: the bits of every distance 1 .. n - 1.
+double bruckBlockHops(int n) {
+  int hops = 0;
+  for (int j = 1; j < n; ++j) hops += std::popcount(unsigned(j));
+  return hops;
 }
 
 }  // namespace
@@ -376,6 +384,11 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
     case Collective::all_to_all:
     case Collective::all_to_all_v:
       if (a == Algorithm::pairwise) steps = nn - 1, factor = (nn - 1) / nn;
+      // Bruck's: log2(n) steps where the pairwise exchange makes n - 1, but a block crosses as
+      // many links as its distance has bits, in passes that cost as the all-gather's.
+      if (a == Algorithm::doubling && coll == Collective::all_to_all) {
+        steps = lg, factor = link_.bruckPassBytes * bruckBlockHops(n) / nn;
+      }
       break;
     case Collective::all_gather_v:
       if (a == Algorithm::ring) steps = nn - 1, factor = (nn - 1) / nn;
@@ -462,6 +475,10 @@ bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   }
   if (a == Algorithm::oneshot && coll == Collective::reduce && n == 2 && !link_.coresShared &&
       bytes >= kTwoRankWindowReducesBelow) {
+    return false;
+  }
+  if (a == Algorithm::doubling && coll == Collective::all_to_all &&
+      bytes >= link_.bruckAllToAllsBelow) {
     return false;
   }
   if (coll == Collective::broadcast && link_.chainBroadcasts) return a == Algorithm::ring;

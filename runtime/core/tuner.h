@@ -133,6 +133,9 @@ struct LinkCost {
   // the ring from it, whatever the model says: the crossing measured there lies at the same
   // size for n = 4, 6 and 8, where the model's moves with n.
   size_t bruckAllGathersBelow = 0;
+  // All-to-alls take Bruck's only below this, where the model may pick it (shared memory: its
+  // passes through slots cost more there than its price says).
+  size_t bruckAllToAllsBelow = SIZE_MAX;
   // Likewise reduce-scatters take `rd` (recursive halving for a power-of-two n, else the
   // whole buffer all-reduced by doubling, from n = 3) below these, the ring from them, and
   // all-reduces of n > 2 the doubling below `doublingAllReducesBelow`, the ring or the tree

@@ -46,6 +46,12 @@ constexpr double kShmSleepingWholeBufferStep = 2.2;
 // chain's was 1.12-1.40 times faster at n = 8 in most runs; its root's core takes each child's
 // buffer: treeReduceRootPerChild, which alone put the crossing at n = 8 near 320 KiB).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
+// Bruck's all-to-all beat the pairwise exchange over the slots below 16 KiB and lost from there
+// (n = 4 and 8 on 2 cores, 2026-12-04: n = 8, 4 KiB 23.3 against 27.3 us, 16 KiB 32.1 against
+// 33.0, 64 KiB 57.7 against 53.3; n = 4, 64 KiB 18.1 against 13.8), where the model, whose
+// steps cost a sleeping rank's wake-up, put the crossing past 128 KiB. The window's one-shot
+// takes those sizes where it is up (docs/tuning_tcp.md, "Bruck's all-to-all").
+constexpr size_t kShmBruckAllToAllsBelow = 16 << 10;
 // Over shared memory the tree's reduce later caught up below 256 KiB (2026-11-27, floating
 // ranks: 1.01-1.25 times faster than the chain from 64 B to 32 KiB in two runs at n = 4 and 8).
 constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
@@ -129,6 +135,7 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   LinkCost cost{ranksHaveCores ? kShmAlphaUs : kShmSleepingAlphaUs, beta, wholeBufferStep,
                 kShmExtraPassBytes, kShmExtraPassBytes};
   cost.coresShared = !ranksHaveCores;
+  cost.bruckAllToAllsBelow = kShmBruckAllToAllsBelow;
   if (!ranksHaveCores) {
     cost.treeBroadcastFrom = kShmSharedCoresTreeBroadcastFrom;
     cost.chainReducesFrom = kShmSharedCoresChainReduceFrom;

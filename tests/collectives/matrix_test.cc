@@ -265,7 +265,7 @@ bool implements(const std::string& algorithm, Collective c) {
   }
   if (algorithm == "rd") {
     return c == Collective::all_reduce || c == Collective::all_gather ||
-           c == Collective::reduce_scatter;
+           c == Collective::reduce_scatter || c == Collective::all_to_all;
   }
   if (algorithm == "read") {
     return c == Collective::all_reduce || c == Collective::reduce ||

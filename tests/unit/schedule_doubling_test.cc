@@ -132,3 +132,77 @@ TEST_CASE("halving reduce_scatter: every power-of-two n, count and op; the ring'
     CHECK(total == size_t(n) * size_t(n - 1) * count);
   });
 }
+
+// Bruck's all-to-all: every block where it belongs, for any n, blocks spanning several slots,
+// and links of two slots, a whole link's pieces leaving before the first receive.
+TEST_CASE("Bruck all_to_all: exact at any n, in pieces, on links of two slots") {
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16}) {
+    for (size_t count : awkwardCounts(n)) {
+      for (size_t nSlots : {2, 4}) {
+        CAPTURE(n);
+        CAPTURE(count);
+        CAPTURE(nSlots);
+        FakeNetwork net(n, std::max<size_t>(1, slotFor(count) / 2), nSlots);
+        Inputs in = inputs(n, count * n), out(n, std::vector<double>(count * n, kPoison));
+        runFake(net, RedOp::sum, in, out, [&](FakePrims& p, int r) {
+          algo::bruckAllToAll(p, r, n, count, net.slotElems(), int(nSlots) - 1);
+        });
+        for (int r = 0; r < n; ++r)
+          for (int src = 0; src < n; ++src)
+            for (size_t i = 0; i < count; ++i)
+              REQUIRE(out[r][src * count + i] == value(src, r * count + i));
+      }
+    }
+  }
+}
+
+// It takes ceil(log2 n) steps, each to one rank and from another, about half the blocks each;
+// a step's first pieces are held and released together before its first receive.
+TEST_CASE("Bruck all_to_all: log2(n) peers, half the blocks a step, the first sends together") {
+  struct StepPrims {
+    std::vector<int> sendPeers;
+    std::vector<size_t> sentElems;
+    int to = -1, held = 0, heldBeforeRecv = 0;
+    bool holding = false, receivedInStep = false;
+    void setPeers(const int*, int, const int* t, int) {
+      to = t[0];
+      sendPeers.push_back(to);
+      sentElems.push_back(0);
+      receivedInStep = false;
+    }
+    void useOutputAsInput() {}
+    void localCopy(size_t, size_t, size_t) {}
+    void send(size_t, size_t n) {
+      sentElems.back() += n;
+      if (holding) ++held;
+    }
+    void recv(size_t, size_t) {
+      CHECK_FALSE(holding);  // handed over before anything is overwritten
+      if (!receivedInStep) heldBeforeRecv += held;
+      receivedInStep = true;
+      held = 0;
+    }
+    void holdSends(bool hold) { holding = hold; }
+  };
+  const size_t count = 5;
+  for (int n : {2, 3, 5, 8, 16}) {
+    CAPTURE(n);
+    StepPrims p;
+    const int rank = n - 1;
+    algo::bruckAllToAll(p, rank, n, count, count, /*ahead=*/7);
+    std::vector<int> expectPeers;
+    std::vector<size_t> expectElems;
+    for (int d = 1; d < n; d *= 2) {
+      expectPeers.push_back((rank + d) % n);
+      int blocks = 0;
+      for (int j = 1; j < n; ++j) blocks += (j & d) != 0;
+      expectElems.push_back(size_t(blocks) * count);
+    }
+    CHECK(p.sendPeers == expectPeers);
+    CHECK(p.sentElems == expectElems);
+    // Up to eight pieces a step leave in one batch: at n = 16 the first step's eight.
+    int batched = 0;
+    for (size_t e : expectElems) batched += int(std::min<size_t>(e / count, 8));
+    CHECK(p.heldBeforeRecv == batched);
+  }
+}

@@ -86,6 +86,11 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
       }
     }
     CHECK(shared.choose(Collective::all_to_all, 128 << 10, n).algorithm == Algorithm::pairwise);
+    // The window below 64 KiB; without it Bruck's below 16 KiB, never from there over the slots.
+    CHECK(shared.choose(Collective::all_to_all, 4 << 10, n).algorithm == Algorithm::oneshot);
+    const Tuner slots(Tuner::sharedMemory(false, 0), "", kChunk, kSlot);
+    CHECK(slots.choose(Collective::all_to_all, 4 << 10, n).algorithm == Algorithm::doubling);
+    CHECK(slots.choose(Collective::all_to_all, 16 << 10, n).algorithm == Algorithm::pairwise);
     shared.setKernelCopySlow(true);
     CHECK(shared.choose(Collective::all_to_all, 16 << 20, n).algorithm == Algorithm::pairwise);
     CHECK(shared.choose(Collective::gather, 16 << 20, n).algorithm != Algorithm::directRead);

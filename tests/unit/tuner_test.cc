@@ -19,7 +19,15 @@ TEST_CASE("the tuner: recursive doubling for small all-reduces, the ring for lar
     CHECK(t.choose(Collective::reduce_scatter, 8, n).algorithm ==
           (n >= 4 ? Algorithm::doubling : Algorithm::ring));
     CHECK(t.choose(Collective::reduce_scatter, 64 << 20, n).algorithm == Algorithm::ring);
-    CHECK(t.choose(Collective::all_to_all, 8, n).algorithm == Algorithm::pairwise);
+    // Bruck's all-to-all once it saves steps (at n = 2 and 3 it takes as many as the pairwise
+    // exchange, with more bytes), the exchange once bytes matter (measured crossing over tcp,
+    // n = 4 and 8: between 64 and 128 KiB).
+    CHECK(t.choose(Collective::all_to_all, 8, n).algorithm ==
+          (n >= 4 ? Algorithm::doubling : Algorithm::pairwise));
+    CHECK(t.choose(Collective::all_to_all, 32 << 10, n).algorithm ==
+          (n >= 4 ? Algorithm::doubling : Algorithm::pairwise));
+    CHECK(t.choose(Collective::all_to_all, 256 << 10, n).algorithm == Algorithm::pairwise);
+    CHECK(t.choose(Collective::all_to_all_v, 8, n).algorithm == Algorithm::pairwise);
     CHECK(t.choose(Collective::barrier, 0, n).algorithm == Algorithm::dissemination);
   }
   // Small scatters over sockets take the binomial tree (log2(n) sends on the root), large ones
@@ -51,6 +59,8 @@ TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only t
   CHECK(rd.choose(Collective::all_reduce, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::all_gather, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::reduce_scatter, 64 << 20, 8).algorithm == Algorithm::doubling);
+  CHECK(rd.choose(Collective::all_to_all, 64 << 20, 8).algorithm == Algorithm::doubling);
+  CHECK(rd.choose(Collective::all_to_all_v, 8, 8).algorithm == Algorithm::pairwise);
   // The all-to-alls' exchange over the links, even where the window would carry the call.
   Tuner pairwise(Tuner::sharedMemory(true), "pairwise", kChunk, kSlot);
   pairwise.setOneShot(64 << 10);

@@ -31,7 +31,7 @@ algos_of() {
     broadcast) echo "ring,tree,oneshot,read" ;; reduce) echo "ring,tree,oneshot,read" ;;
     gather | scatter) echo "ring,tree,oneshot,read" ;;
     reduce_scatter) echo "ring,rd,oneshot,read" ;;
-    all_to_all) echo "pairwise,oneshot,read" ;;
+    all_to_all) echo "pairwise,rd,oneshot,read" ;;
     *) echo "ring" ;;
   esac
 }
