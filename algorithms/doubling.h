@@ -203,7 +203,9 @@ GYRE_HD inline int bruckSlots(int n, int dist) {
 // and takes rank - d's in its place; so it ends holding the block from rank - j, where it lies,
 // with no rotation back. A step's pieces (of at most `chunkElems`) leave `ahead` before the
 // receive that overwrites the first of them; those first ones leave together (holdSends) and are
-// handed over before that receive.
+// handed over before that receive. As the ring's, `ahead` + 1 pieces may fill at most half a
+// link: rdma hands a link's slots back half a link at a time, so a sender further ahead could
+// wait for slots its receiver, waiting in turn, has not handed back.
 template <class Prims>
 GYRE_HD void bruckAllToAll(Prims& p, int rank, int n, size_t count, size_t chunkElems, int ahead) {
   for (int j = 0; j < n; ++j)

@@ -32,9 +32,6 @@ CollectivePlan planCollective(Collective coll, DataType type, uint64_t count, in
   plan.slotElems = std::max<size_t>(1, shape.slotBytes / es);
   plan.chunkElems = std::max<size_t>(1, size_t(shape.nSlots / 2) * shape.slotBytes / es);
   plan.ahead = int(std::max<uint32_t>(1, shape.nSlots / 2) - 1);
-  // Bruck's all-to-all sends to one rank and receives from another: a whole link's pieces may
-  // leave before the first receive, so its steps of up to nSlots pieces leave in one batch.
-  if (doubling && coll == Collective::all_to_all) plan.ahead = int(shape.nSlots) - 1;
   plan.relayed = tree && coll == Collective::broadcast && shape.relayed;
   plan.reversed =
       plan.algorithm == Algorithm::ring && coll == Collective::broadcast && shape.reversed;
