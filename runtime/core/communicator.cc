@@ -315,6 +315,12 @@ void Communicator::Impl::setUpWithPeers(const PeerInfo& self) {
   }
   tuner = std::make_unique<Tuner>(slowest, config.algorithm,
                                   size_t(config.nSlots / 2) * config.slotBytes, config.slotBytes);
+  // No Bruck all-to-all where a link may run over rdma: decided from the parts every rank
+  // published, which all ranks hold alike, so every rank plans the same algorithm.
+  const bool rdmaMayCarry =
+      !allMemory && config.transport != "tcp" &&
+      std::any_of(peers.begin(), peers.end(), [](const PeerInfo& p) { return p.part("rdma"); });
+  tuner->setBruckAllToAll(!rdmaMayCarry);
   if (hostBlocks) {
     // Priced from what every rank knows alike (the peers' cores, the configured transport),
     // never from this host alone: all ranks must choose the same algorithm.

@@ -386,7 +386,7 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       if (a == Algorithm::pairwise) steps = nn - 1, factor = (nn - 1) / nn;
       // Bruck's: log2(n) steps where the pairwise exchange makes n - 1, but a block crosses as
       // many links as its distance has bits, in passes that cost as the all-gather's.
-      if (a == Algorithm::doubling && coll == Collective::all_to_all) {
+      if (a == Algorithm::doubling && coll == Collective::all_to_all && bruckAllToAll_) {
         steps = lg, factor = link_.bruckPassBytes * bruckBlockHops(n) / nn;
       }
       break;

@@ -239,6 +239,10 @@ class Tuner {
   // The kernel's copy is slow here against a memcpy (measured at set-up): the direct reads are
   // no candidates, though GYRE_ALGO=read still forces them.
   void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
+  // Whether the all-to-all has Bruck's (`rd`): not where a link may run over rdma, whose
+  // waits for credits stalled it in the Soft-RoCE guest (docs/rdma.md); GYRE_ALGO=rd then
+  // leaves the all-to-all to the model, as for a collective rd does not implement.
+  void setBruckAllToAll(bool available) { bruckAllToAll_ = available; }
   // A copy of 1 MiB through the kernel took `us` here (rank 0's set-up figure; 0: unmeasured).
   // The direct all-reduce, whose bytes go through two such copies, was priced where it took
   // 104 us; its pace, and the direct gather's and scatter's, follows the figure, within a
@@ -318,6 +322,7 @@ class Tuner {
   size_t smallPost_ = 0;  // the largest payload a post keeps in its piece of the data blocks
   bool directRead_ = false;
   bool kernelCopySlow_ = false;
+  bool bruckAllToAll_ = true;
   static constexpr double kPricedKernelCopyUs = 104;
   static constexpr double kPricedKernelCopyBytesUs = double(1 << 20) / kPricedKernelCopyUs;
   double kernelCopyPace_ = 1;  // the kernel copy's measured pace over the priced one

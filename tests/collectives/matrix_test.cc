@@ -579,7 +579,8 @@ TEST_CASE("single copy: an all-to-all read by more peers than are tracked at onc
   const int n = HostPrims::kMaxPeers + 2;
   CommConfig config = test::tinySlots(std::chrono::seconds(20));
   config.shmSingleCopyBytes = 64;
-  config.oneShotBytes = 0;  // through the slots, not the host window
+  config.oneShotBytes = 0;        // through the slots, not the host window
+  config.algorithm = "pairwise";  // sends from the input (Bruck's leave from the output)
   test::ThreadJob job(n, config, "a2a-many");
   const size_t count = 64;  // floats per peer: one 256-byte slot each
   std::vector<std::string> wrong(n);

@@ -61,6 +61,14 @@ TEST_CASE("GYRE_ALGO forces an algorithm where the collective has it, and only t
   CHECK(rd.choose(Collective::reduce_scatter, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::all_to_all, 64 << 20, 8).algorithm == Algorithm::doubling);
   CHECK(rd.choose(Collective::all_to_all_v, 8, 8).algorithm == Algorithm::pairwise);
+  // Where a link may run over rdma the all-to-all has no Bruck: rd leaves it to the model.
+  Tuner rdmaRd(Tuner::tcpNetwork(1, 10), "rd", kChunk, kSlot);
+  rdmaRd.setBruckAllToAll(false);
+  const Choice a2a = rdmaRd.choose(Collective::all_to_all, 64, 8);
+  CHECK((a2a.algorithm == Algorithm::pairwise && !a2a.forced));
+  CHECK(rdmaRd.explain(a2a, Collective::all_to_all, 64, 8).find("does not implement all_to_all") !=
+        std::string::npos);
+  CHECK(rdmaRd.choose(Collective::all_gather, 64, 8).algorithm == Algorithm::doubling);
   // The all-to-alls' exchange over the links, even where the window would carry the call.
   Tuner pairwise(Tuner::sharedMemory(true), "pairwise", kChunk, kSlot);
   pairwise.setOneShot(64 << 10);
