@@ -239,8 +239,8 @@ class Tuner {
   // The kernel's copy is slow here against a memcpy (measured at set-up): the direct reads are
   // no candidates, though GYRE_ALGO=read still forces them.
   void setKernelCopySlow(bool slow) { kernelCopySlow_ = slow; }
-  // Whether the all-to-all has Bruck's (`rd`): not where a link may run over rdma, whose
-  // waits for credits stalled it in the Soft-RoCE guest (docs/rdma.md); GYRE_ALGO=rd then
+  // Whether the all-to-all has Bruck's (`rd`): not where a link may run over rdma, where it ran
+  // past its deadline in the Soft-RoCE guest, untraced (docs/rdma.md); GYRE_ALGO=rd then
   // leaves the all-to-all to the model, as for a collective rd does not implement.
   void setBruckAllToAll(bool available) { bruckAllToAll_ = available; }
   // A copy of 1 MiB through the kernel took `us` here (rank 0's set-up figure; 0: unmeasured).
