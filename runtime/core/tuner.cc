@@ -1,10 +1,10 @@
 #include "runtime/core/tuner.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <sstream>
 
+#include "algorithms/doubling.h"
 #include "base/status.h"
 #include "link/mailbox.h"
 
@@ -81,10 +81,10 @@ double log2Ceil(int n) {
   return steps;
 }
 
-// The links all blocks of Bruck's all-to-all cross: the bits of every distance 1 .. n - 1.
+// The links all blocks of Bruck's all-to-all cross: the blocks each of its steps sends.
 double bruckBlockHops(int n) {
   int hops = 0;
-  for (int j = 1; j < n; ++j) hops += std::popcount(unsigned(j));
+  for (int dist = 1; dist < n; dist *= 2) hops += algo::bruckSlots(n, dist);
   return hops;
 }
 
