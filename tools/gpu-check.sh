@@ -6,8 +6,9 @@
 #   1. the kernel test (every type and op, bit for bit against the CPU kernels),
 #   2. every collective on CUDA memory as kernels over cuda_ipc links, with graph capture,
 #      timeouts, abort and ranks that disagree; the same staged with the stream memory wait,
-#   3. torch's CUDA tensors through gyre_torch (torch.cuda), the host tests on this machine's
-#      cores,
+#   3. torch's CUDA tensors through gyre_torch (torch.cuda), then every other torch test; the
+#      host tests on this machine's cores run meanwhile (they need its CPUs, not the GPU) and
+#      are waited for before the benchmarks,
 #   4. the kernel benchmark (reduce against the device's copy bandwidth, 256 MiB), all_reduce
 #      busbw over cuda_ipc with ranks as processes on this GPU (under a private MPS daemon
 #      where nvidia-cuda-mps-control exists: also all-gather, reduce-scatter and broadcast, and
@@ -16,7 +17,7 @@
 #   5. compute-sanitizer memcheck and racecheck on the kernel test (quick sizes) and on the
 #      collectives over cuda_ipc,
 #   6. the staged path with the kernel wait, the staged all_reduce on host and CUDA buffers side
-#      by side, and every other torch test,
+#      by side,
 # and writes REPORT_DIR/report.md with each step's result and the end of its output as it
 # goes, every step's whole log in REPORT_DIR/logs.tgz. Exits non-zero when a step fails.
 # Leaves the GPU's settings alone.
@@ -25,7 +26,10 @@
 #   GPU_CHECK_CMAKE_ARGS   extra configure arguments (e.g. where tools/gpu-deps.sh put the
 #                          headers of a machine without the dependencies' packages)
 #   GPU_CHECK_DEADLINE     seconds from the start after which no step starts (default: none)
-#   GPU_CHECK_STEP_LIMIT   seconds a test step may run before it is stopped (default 300)
+#   GPU_CHECK_STEP_LIMIT   seconds a test step may run before it is stopped (default 300; the
+#                          host tests, which run beside other steps, at least 300)
+#   GPU_CHECK_SKIP         an extended regular expression: steps whose names match are not run
+#                          (recorded as skipped), for a lease too short for all of them
 #   GPU_CHECK_BUILD_ONLY=1 compile the kernels for sm_90 with nvcc and g++ alone, run nothing
 #                          (=kernels: without the collectives' kernels, which only ptxas's
 #                          report needs; ctest's cuda.standalone-build)
@@ -40,6 +44,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 deadline=${GPU_CHECK_DEADLINE:-0}
 step_limit=${GPU_CHECK_STEP_LIMIT:-300}
+skip=${GPU_CHECK_SKIP:-}
 
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -76,6 +81,10 @@ note() { echo "$*" | tee -a "$report"; }
 step() {
   local name=$1
   shift
+  if [ -n "$skip" ] && [[ $name =~ $skip ]]; then
+    note "skipped (GPU_CHECK_SKIP): $name"
+    return 0
+  fi
   if [ "$deadline" -gt 0 ] && [ $SECONDS -ge "$deadline" ]; then
     note "not run (deadline of $deadline s reached): $name"
     failed=1
@@ -85,7 +94,7 @@ step() {
   # however many steps ran (a lease returns few files) and whenever the check is stopped.
   mkdir -p "$work/logs"
   local log=$work/logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log
-  echo "== $name"
+  echo "== $name ($(date -u +%T), ${SECONDS} s in)"
   local start=$SECONDS
   if [ "$(type -t "$1")" = function ]; then
     "$@" >"$log" 2>&1  # the builds and benchmarks, whose programs have deadlines of their own
@@ -104,7 +113,7 @@ step() {
   echo "$verdict ($((SECONDS - start)) s)"
   {
     echo
-    echo "## $name: $verdict, $((SECONDS - start)) s"
+    echo "## $name: $verdict, $((SECONDS - start)) s, from ${start} s in"
     echo
     echo '```'
     tail -40 "$log"
@@ -173,7 +182,25 @@ fi
 torch_built=0
 [ -n "$full" ] && [ -d "$full/python/gyre_torch" ] && torch_built=1
 
-# 1-3: correctness.
+# 1-3: correctness. The host tests on this machine's cores, which CI's two do not show
+# (placement, spinning, channels), run beside the GPU steps from the start: a failure's output
+# (doctest names a crashing case) lands in the report when they are waited for.
+host_tests_name="host tests on $(nproc) cores"
+host_tests_pid=
+if [ -n "$full" ] && ! { [ -n "$skip" ] && [[ $host_tests_name =~ $skip ]]; }; then
+  host_limit=$((step_limit > 300 ? step_limit : 300))
+  mkdir -p "$work/logs"
+  timeout -k 10 "$host_limit" ctest --test-dir "$full" --output-on-failure -j 4 --timeout 120 \
+    -E '^(cuda|torch|rdma|cluster|slurm)|fault-loop|soak|tcp-congestion|embed' \
+    >"$work/host-tests.log" 2>&1 &
+  host_tests_pid=$!
+fi
+host_tests_done() {  # waits for them; their output becomes the step's
+  wait "$host_tests_pid"
+  local rc=$?
+  cat "$work/host-tests.log"
+  return $rc
+}
 step "kernel test" "$kernel_tests"
 if [ -n "$full" ]; then
   step "collectives on CUDA memory (cuda_ipc kernels)" "$full/tests/cuda_buffer_tests"
@@ -186,13 +213,22 @@ if [ -n "$full" ]; then
   if [ $torch_built = 1 ]; then
     step "torch CUDA tensors (torch.cuda)" ctest --test-dir "$full" --output-on-failure \
       -R '^torch\.cuda$' --timeout 300
+    # Every other torch test, each bounded by ctest (the two on torchrun's port take turns).
+    torch_tests() {
+      ctest --test-dir "$full" --output-on-failure -R '^torch\.' -E '^torch\.cuda$' \
+        --timeout 300 -j 4
+    }
+    step "torch tests (all)" torch_tests
   else
     note "no gyre_torch in the build (python3 has no torch): torch tests not run"
   fi
-  # The host tests on this machine's cores, which CI's two do not show (placement, spinning,
-  # channels): a failure's output (doctest names a crashing case) lands in the report.
-  step "host tests on $(nproc) cores" ctest --test-dir "$full" --output-on-failure -j 4 \
-    --timeout 120 -E '^(cuda|torch|rdma|cluster|slurm)|fault-loop|soak|tcp-congestion|embed'
+  # Not bounded by the deadline: they started with the GPU steps; the benchmarks wait for them.
+  if [ -n "$host_tests_pid" ]; then
+    deadline_before=$deadline
+    deadline=0
+    step "$host_tests_name" host_tests_done
+    deadline=$deadline_before
+  fi
 fi
 
 # 4: speed.
@@ -276,14 +312,6 @@ if [ -n "$full" ]; then
       GYRE_CUDA_IPC=0 '$full/tools/gyre-run' -n $n '$full/tools/gyre-bench' all_reduce -b 8 \
       -e 256M -f 8 -n 10 -w 3 \$m | grep -v '^\[[1-9]\]' || exit 1; done"
   done
-  if [ $torch_built = 1 ]; then
-    # Every other torch test, each bounded by ctest (the two on torchrun's port take turns).
-    torch_tests() {
-      ctest --test-dir "$full" --output-on-failure -R '^torch\.' -E '^torch\.cuda$' \
-        --timeout 300 -j 4
-    }
-    step "torch tests (all)" torch_tests
-  fi
 fi
 echo
 echo "report: $report"
