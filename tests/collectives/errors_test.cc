@@ -1,4 +1,5 @@
 // Failures end in clear errors, fast, naming ranks and operations; never a hang.
+#include <dlfcn.h>
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -346,6 +347,15 @@ void checkRankAndCount(gyreComm_t comm, int r, int n) {
   CHECK(count == n);
 }
 
+// Whether this machine has a CUDA driver to load. Where it has, a made-up stream handle would
+// reach it (cudaStreamIsCapturing dereferences it, and crashed this program on a GPU machine);
+// where it has not, a stream is refused before anything touches it.
+bool cudaDriverInstalled() {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver) dlclose(driver);
+  return driver != nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("C API: unique id init on threads, results and error codes") {
@@ -354,13 +364,18 @@ TEST_CASE("C API: unique id init on threads, results and error codes") {
   const int n = 3;
   std::vector<gyreComm_t> comms(n);
   test::onThreads(n, [&](int r) { REQUIRE(gyreCommInitRank(&comms[r], n, id, r) == gyreSuccess); });
+  const bool noDriver = !cudaDriverInstalled();
+  if (!noDriver) MESSAGE("a CUDA driver is installed: a stream without CUDA is not refused here");
   test::onThreads(n, [&](int r) {
     checkRankAndCount(comms[r], r, n);
     double v = r + 1, out = 0;
     CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreProd, comms[r], nullptr) == gyreSuccess);
     CHECK(out == 6.0);
-    CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) == gyreInvalidArgument);
-    CHECK(contains(gyreGetLastError(comms[r]), "stream"));
+    if (noDriver) {
+      CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) ==
+            gyreInvalidArgument);
+      CHECK(contains(gyreGetLastError(comms[r]), "stream"));
+    }
     CHECK(gyreAllReduce(&v, &out, 1, gyreNumTypes, gyreSum, comms[r], nullptr) ==
           gyreInvalidArgument);
     gyreResult_t async = gyreInternalError;
