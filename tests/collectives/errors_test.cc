@@ -372,8 +372,7 @@ TEST_CASE("C API: unique id init on threads, results and error codes") {
     CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreProd, comms[r], nullptr) == gyreSuccess);
     CHECK(out == 6.0);
     if (noDriver) {
-      CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) ==
-            gyreInvalidArgument);
+      CHECK(gyreAllReduce(&v, &out, 1, gyreFloat64, gyreSum, comms[r], &v) == gyreInvalidArgument);
       CHECK(contains(gyreGetLastError(comms[r]), "stream"));
     }
     CHECK(gyreAllReduce(&v, &out, 1, gyreNumTypes, gyreSum, comms[r], nullptr) ==
