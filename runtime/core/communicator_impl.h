@@ -165,7 +165,7 @@ struct Communicator::Impl {
   // (Tuner::slotWrites), overridden by GYRE_SLOT_STORES=streaming (streamed, never spread) and
   // GYRE_SLOT_SPREAD=on|off.
   Tuner::SlotWrites slotWrites(Collective coll, size_t bytes) const {
-    Tuner::SlotWrites w = tuner->slotWrites(coll, bytes, config.nranks);
+    Tuner::SlotWrites w = tuner->slotWrites(coll, bytes);
     if (config.slotStores == CommConfig::SlotStores::streaming) w = {true, false};
     if (config.slotSpread != CommConfig::SlotSpread::automatic) {
       w.spread = config.slotSpread == CommConfig::SlotSpread::on;

@@ -12,12 +12,8 @@ namespace gyre {
 
 namespace {
 
-// Close by, a two-rank broadcast below 128 KiB through streamed slots (LinkCost::
-// broadcastsStreamedBelow) moves its bytes at 0.6 times the cached price: 2.0-2.4 us at 16 KiB
-// in ten launches, where the window's one-shot took 2.0-2.9 (docs/tuning_shm.md).
-constexpr double kShmCloseStreamedBroadcastBytes = 0.6;
-// There the window's one-shot, its blocks' payloads spread, moves a two-rank broadcast at a fifth
-// of the price its post was fitted at: 16 KiB in 0.40-0.54 us, 32 KiB 0.72-0.95, 64 KiB
+// Close by, the window's one-shot, its blocks' payloads spread, moves a two-rank broadcast at a
+// fifth of the price its post was fitted at: 16 KiB in 0.40-0.54 us, 32 KiB 0.72-0.95, 64 KiB
 // 1.25-1.90, against the streamed ring's 1.21-1.68, 1.83-2.43 and 3.17-4.43 (eight launches,
 // 2026-12-01; docs/perf/tuner_checks.md).
 constexpr double kShmCloseWindowBroadcastBytes = 0.25;
@@ -158,10 +154,9 @@ void Tuner::setLink(LinkCost link) {
   link_ = link;
 }
 
-Tuner::SlotWrites Tuner::slotWrites(Collective coll, size_t bytes, int nranks) const {
+Tuner::SlotWrites Tuner::slotWrites(Collective coll, size_t bytes) const {
   SlotWrites w;
-  w.streamed = link_.slotsStreamed || (!cacheShared_ && coll == Collective::broadcast &&
-                                       nranks == 2 && bytes < link_.broadcastsStreamedBelow);
+  w.streamed = link_.slotsStreamed;
   w.spread = !w.streamed && !link_.coresShared && !link_.placedFar && !cacheShared_;
   const bool gathers = coll == Collective::all_gather || coll == Collective::all_gather_v ||
                        coll == Collective::gather;
@@ -401,8 +396,6 @@ double Tuner::predictUs(Algorithm a, Collective coll, size_t bytes, int n) const
       break;
   }
   if (steps < 0) return -1;
-  if (!link_.slotsStreamed && streamsSlots(coll, bytes, n))
-    factor *= kShmCloseStreamedBroadcastBytes;
   return priceUs(steps, factor, bytes);
 }
 

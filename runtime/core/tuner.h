@@ -55,12 +55,9 @@ struct LinkCost {
   // Far apart with `streamsWhenFar`: the ranks fill their slots with streaming stores
   // (OpContext::streamSlots follows this), and where ranks have cores the link is priced so.
   bool slotsStreamed = false;
-  // Close by, where ranks have cores and the stores follow the placement: two-rank broadcasts
-  // below this stream their slots all the same (docs/tuning_shm.md, "Streamed slots for small
-  // broadcasts").
-  size_t broadcastsStreamedBelow = 0;
-  // There too, two-rank window broadcasts below this are priced at kShmCloseWindowBroadcastBytes
-  // of their bytes (docs/tuning_shm.md).
+  // Close by, where ranks have cores and the stores follow the placement, two-rank window
+  // broadcasts below this are priced at kShmCloseWindowBroadcastBytes of their bytes
+  // (docs/tuning_shm.md).
   size_t closeWindowBroadcastsBelow = 0;
   // Where ranks share cores and the scheduler places them, a tree's inner ranks feed two
   // children from a shared core while a chain's ranks each pass one slot on: broadcasts below
@@ -295,13 +292,11 @@ class Tuner {
     bool spread = false;
     bool singleCopy = true;
   };
-  SlotWrites slotWrites(Collective coll, size_t bytes, int nranks) const;
-  bool streamsSlots(Collective coll, size_t bytes, int nranks) const {
-    return slotWrites(coll, bytes, nranks).streamed;
+  SlotWrites slotWrites(Collective coll, size_t bytes) const;
+  bool streamsSlots(Collective coll, size_t bytes) const {
+    return slotWrites(coll, bytes).streamed;
   }
-  bool spreadsSlots(Collective coll, size_t bytes, int nranks) const {
-    return slotWrites(coll, bytes, nranks).spread;
-  }
+  bool spreadsSlots(Collective coll, size_t bytes) const { return slotWrites(coll, bytes).spread; }
   bool forced() const { return forced_; }
   // Predicted time of `a` for this call; < 0 when `a` does not implement `coll`.
   double predictUs(Algorithm a, Collective coll, size_t bytes, int nranks) const;

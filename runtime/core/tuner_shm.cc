@@ -154,11 +154,10 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
   cost.farApart = far;
   cost.placedFar = farApart;
   cost.slotsStreamed = streamed;
-  // n = 2 broadcasts with the CPUs close: streamed 1.4-1.5 times the cached pace at 32 and 64
-  // KiB, level at 128 KiB, 0.8 from 256 KiB; at n = 4 and 8 on 2 cores 0.4-0.7
-  // (docs/tuning_shm.md).
+  // Close by, the window's two-rank broadcasts run at a fraction of their post's price. Their
+  // slots stay cached: streamed, a two-rank broadcast's loop ran at 1.4-1.5 times the cached
+  // pace only for its first hundred or so calls, then at 0.6-0.7 (docs/tuning_shm.md).
   if (ranksHaveCores && !farApart && streamsWhenFar) {
-    cost.broadcastsStreamedBelow = 128 << 10;
     cost.closeWindowBroadcastsBelow = 128 << 10;
   }
   return cost;

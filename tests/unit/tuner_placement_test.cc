@@ -220,30 +220,27 @@ TEST_CASE("the tuner: far apart with streamed slots, the ring and the window aga
   CHECK(Tuner::sharedMemoryAt(true, true).placedFar);
 }
 
-// Far apart every call's slots are streamed; close by only a two-rank broadcast's below 128
-// KiB, where ranks have cores, the stores follow the placement and the CPUs do not share a
-// core's caches (docs/tuning_shm.md).
+// Far apart every call's slots are streamed; close by none, two-rank broadcasts included
+// (streamed, their loops slowed down after their first hundred calls: docs/tuning_shm.md).
 TEST_CASE("the tuner: which calls stream their slots") {
   const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
-  CHECK(close.streamsSlots(Collective::broadcast, 32 << 10, 2));
-  CHECK(close.streamsSlots(Collective::broadcast, (128 << 10) - 1, 2));
-  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 128 << 10, 2));
-  CHECK_FALSE(close.streamsSlots(Collective::broadcast, 32 << 10, 3));
-  for (Collective other : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
-                           Collective::reduce_scatter}) {
-    CHECK_FALSE(close.streamsSlots(other, 32 << 10, 2));
+  for (Collective coll : {Collective::broadcast, Collective::all_reduce, Collective::all_gather,
+                          Collective::reduce, Collective::reduce_scatter}) {
+    for (size_t bytes : {size_t(8), size_t(32) << 10, size_t(128) << 10, size_t(64) << 20}) {
+      CHECK_FALSE(close.streamsSlots(coll, bytes));
+    }
   }
   const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
   for (size_t bytes : {size_t(8), size_t(64) << 10, size_t(64) << 20}) {
-    CHECK(far.streamsSlots(Collective::all_reduce, bytes, 4));
-    CHECK(far.streamsSlots(Collective::broadcast, bytes, 2));
+    CHECK(far.streamsSlots(Collective::all_reduce, bytes));
+    CHECK(far.streamsSlots(Collective::broadcast, bytes));
   }
-  // GYRE_SLOT_STORES=cached, ranks sharing cores, and tcp: no exception for broadcasts.
+  // GYRE_SLOT_STORES=cached, ranks sharing cores, and tcp.
   const Tuner cached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
   const Tuner shared(Tuner::sharedMemoryAt(false, false), "", kChunk, kSlot);
   const Tuner tcp(Tuner::tcpLoopback(), "", kChunk, kSlot);
   for (const Tuner* t : {&cached, &shared, &tcp}) {
-    CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10, 2));
+    CHECK_FALSE(t->streamsSlots(Collective::broadcast, 32 << 10));
   }
   // Priced so: close by, the window's one-shot keeps two-rank broadcasts up to its post's 64
   // KiB (16 KiB where the slots stay cached); far apart its post keeps the price it had.
@@ -259,22 +256,19 @@ TEST_CASE("the tuner: which calls stream their slots") {
   CHECK(windowFar.predictUs(Algorithm::oneshot, Collective::broadcast, 32 << 10, 2) >
         2 * window.predictUs(Algorithm::oneshot, Collective::broadcast, 32 << 10, 2));
   CHECK(windowCached.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
-  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) <
-        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
-  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2) ==
-        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 128 << 10, 2));
-  // CPUs that share a core's caches (a round trip under 80 ns) keep cached slots and prices.
+  for (size_t bytes : {size_t(16) << 10, size_t(64) << 10, size_t(128) << 10}) {
+    CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, bytes, 2) ==
+          windowCached.predictUs(Algorithm::ring, Collective::broadcast, bytes, 2));
+  }
+  // CPUs that share a core's caches (a round trip under 80 ns): the window keeps 16 KiB.
   CHECK(Tuner::sharesCache(50));
   CHECK_FALSE(Tuner::sharesCache(100));
   CHECK_FALSE(Tuner::sharesCache(0));  // unmeasured
   window.setCacheShared(true);
-  CHECK_FALSE(window.streamsSlots(Collective::broadcast, 32 << 10, 2));
   CHECK(window.choose(Collective::broadcast, 16 << 10, 2).algorithm == Algorithm::oneshot);
-  CHECK(window.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2) ==
-        windowCached.predictUs(Algorithm::ring, Collective::broadcast, 64 << 10, 2));
   Tuner farShared(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
   farShared.setCacheShared(true);
-  CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10, 2));
+  CHECK(farShared.streamsSlots(Collective::all_reduce, 64 << 10));
 }
 
 // The window's reduce-scatter where each rank has a core close by: its post counts once, and at
@@ -368,14 +362,12 @@ TEST_CASE("the tuner: which calls spread their payloads") {
   const Tuner close(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   for (Collective coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce,
                           Collective::reduce_scatter, Collective::all_to_all}) {
-    for (int n : {2, 4}) CHECK(close.spreadsSlots(coll, 64 << 10, n));
+    CHECK(close.spreadsSlots(coll, 64 << 10));
   }
-  // The close two-rank broadcast below 128 KiB streams its slots instead.
-  CHECK_FALSE(close.spreadsSlots(Collective::broadcast, 64 << 10, 2));
-  CHECK(close.spreadsSlots(Collective::broadcast, 128 << 10, 2));
-  CHECK(close.spreadsSlots(Collective::broadcast, 64 << 10, 4));
+  CHECK(close.spreadsSlots(Collective::broadcast, 64 << 10));
+  CHECK(close.spreadsSlots(Collective::broadcast, 128 << 10));
   const Tuner closeCached(Tuner::sharedMemoryAt(true, false, false), "", kChunk, kSlot);
-  CHECK(closeCached.spreadsSlots(Collective::broadcast, 64 << 10, 2));
+  CHECK(closeCached.spreadsSlots(Collective::broadcast, 64 << 10));
   // Far apart (streamed, or cached where unmeasured), ranks sharing cores, one core's caches.
   const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
   const Tuner farCached(Tuner::sharedMemoryAt(true, true, false), "", kChunk, kSlot);
@@ -383,8 +375,8 @@ TEST_CASE("the tuner: which calls spread their payloads") {
   Tuner oneCore(Tuner::sharedMemoryAt(true, false), "", kChunk, kSlot);
   oneCore.setCacheShared(true);
   for (const Tuner* t : {&far, &farCached, &shared, static_cast<const Tuner*>(&oneCore)}) {
-    CHECK_FALSE(t->spreadsSlots(Collective::all_reduce, 64 << 10, 2));
-    CHECK_FALSE(t->spreadsSlots(Collective::all_gather, 64 << 10, 4));
+    CHECK_FALSE(t->spreadsSlots(Collective::all_reduce, 64 << 10));
+    CHECK_FALSE(t->spreadsSlots(Collective::all_gather, 64 << 10));
   }
 }
 
@@ -396,28 +388,24 @@ TEST_CASE("the tuner: which calls leave their payloads for the receiver's single
   const Tuner far(Tuner::sharedMemoryAt(true, true), "", kChunk, kSlot);
   for (Collective coll : {Collective::all_gather, Collective::all_gather_v, Collective::gather}) {
     CAPTURE(coll);
-    for (int n : {3, 4, 8}) {
-      CHECK(shared.slotWrites(coll, (2 << 20) - 1, n).singleCopy);
-      CHECK_FALSE(shared.slotWrites(coll, 2 << 20, n).singleCopy);
-      CHECK_FALSE(shared.slotWrites(coll, 256 << 20, n).singleCopy);
-      CHECK(close.slotWrites(coll, 256 << 20, n).singleCopy);
-      CHECK(far.slotWrites(coll, 256 << 20, n).singleCopy);
-    }
+    CHECK(shared.slotWrites(coll, (2 << 20) - 1).singleCopy);
+    CHECK_FALSE(shared.slotWrites(coll, 2 << 20).singleCopy);
+    CHECK_FALSE(shared.slotWrites(coll, 256 << 20).singleCopy);
+    CHECK(close.slotWrites(coll, 256 << 20).singleCopy);
+    CHECK(far.slotWrites(coll, 256 << 20).singleCopy);
   }
   // The scatters from 32 MiB; the others never.
-  for (int n : {3, 4, 8}) {
-    CHECK(shared.slotWrites(Collective::scatter, (32 << 20) - 1, n).singleCopy);
-    CHECK_FALSE(shared.slotWrites(Collective::scatter, 32 << 20, n).singleCopy);
-    CHECK(close.slotWrites(Collective::scatter, 256 << 20, n).singleCopy);
-  }
+  CHECK(shared.slotWrites(Collective::scatter, (32 << 20) - 1).singleCopy);
+  CHECK_FALSE(shared.slotWrites(Collective::scatter, 32 << 20).singleCopy);
+  CHECK(close.slotWrites(Collective::scatter, 256 << 20).singleCopy);
   for (Collective coll : {Collective::all_to_all, Collective::all_to_all_v, Collective::broadcast,
                           Collective::all_reduce, Collective::reduce}) {
     CAPTURE(coll);
-    CHECK(shared.slotWrites(coll, 256 << 20, 4).singleCopy);
+    CHECK(shared.slotWrites(coll, 256 << 20).singleCopy);
   }
   // tcp has no single copy to turn off: the tuner never asks it to.
   const Tuner tcp(Tuner::tcpLoopback(1, false), "", kChunk, kSlot);
-  CHECK(tcp.slotWrites(Collective::all_gather, 256 << 20, 4).singleCopy);
+  CHECK(tcp.slotWrites(Collective::all_gather, 256 << 20).singleCopy);
 }
 
 // Where ranks share cores, the all-gathers from 4 MiB (1 MiB from 8 ranks) read the other
