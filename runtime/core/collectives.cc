@@ -147,13 +147,13 @@ void Communicator::Impl::runMeasured(const OpContext& ctx, Algorithm modelPick, 
       coll, bytes, oneShot->shareTrials(ctx, measured.times(coll, bytes)), config.nranks);
   if (logEnabled(LogLevel::info)) {
     std::string trials;
-    for (const auto& [tried, mean] : measured.means(coll, bytes)) {
+    for (const auto& [tried, median] : measured.medians(coll, bytes)) {
       trials += std::string(trials.empty() ? "" : ", ") + algorithmName(tried) + " " +
-                std::to_string(mean / 1000.0).substr(0, 6) + " us";
+                std::to_string(median / 1000.0).substr(0, 6) + " us";
     }
     GYRE_LOG(info, who() + ": " + collectiveName(coll) + " of " + std::to_string(bytes) +
                        " B at n=" + std::to_string(config.nranks) + ": measured " +
-                       algorithmName(a) + " (mean trials " + trials + "; the model's pick " +
+                       algorithmName(a) + " (median trials " + trials + "; the model's pick " +
                        algorithmName(modelPick) + ")");
   }
   runAlgorithm(ctx, a, bytes, send, recv);

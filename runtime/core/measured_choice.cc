@@ -132,42 +132,36 @@ Algorithm MeasuredChoice::decide(Collective coll, size_t bytes,
     if (t % kTrialsEach < kWarmingTrials) continue;  // its first calls after another's
     lasted[t / kTrialsEach].push_back(lastEnd - std::min(lastStart, lastEnd));
   }
-  // Each algorithm's mean trial, a trial over kOutlier times its median left out (a rank that
-  // lost its core): calls that run ahead (a window broadcast's root) make some trials short
-  // and the next long, and the mean is the loop's pace.
-  std::vector<uint64_t> mean(algorithms);
+  // Each algorithm's median trial (the mean of the middle two): calls that run ahead (a window
+  // broadcast's root) make some trials short and the next long, which the middle two weigh
+  // alike, and a trial that carries something else (a rank that lost its core, the start of
+  // the next algorithm's first call) moves it little.
+  std::vector<uint64_t> median(algorithms);
   for (size_t a = 0; a < algorithms; ++a) {
     std::vector<uint64_t>& v = lasted[a];
     std::sort(v.begin(), v.end());
-    const double limit = kOutlier * double(v[v.size() / 2]);
-    double sum = 0;
-    size_t kept = 0;
-    for (uint64_t d : v) {
-      if (double(d) > limit) break;
-      sum += double(d);
-      ++kept;
-    }
-    mean[a] = uint64_t(sum / double(kept));
+    const size_t k = v.size();
+    median[a] = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
   }
   size_t best = 0;
   for (size_t a = 1; a < algorithms; ++a) {
-    if (mean[a] < mean[best]) best = a;
+    if (median[a] < median[best]) best = a;
   }
-  if (best != 0 && double(mean[best]) >= (1 - kMargin) * double(mean[0])) best = 0;
+  if (best != 0 && double(median[best]) >= (1 - kMargin) * double(median[0])) best = 0;
   c.choice = c.algorithms[best];
-  c.means = std::move(mean);
+  c.medians = std::move(median);
   c.settled = true;
   ++decisions_;
   if (best != 0) ++changes_;
   return c.choice;
 }
 
-std::vector<std::pair<Algorithm, uint64_t>> MeasuredChoice::means(Collective coll,
-                                                                  size_t bytes) const {
+std::vector<std::pair<Algorithm, uint64_t>> MeasuredChoice::medians(Collective coll,
+                                                                    size_t bytes) const {
   std::vector<std::pair<Algorithm, uint64_t>> m;
   const Class* c = find(coll, bytes);
   if (!c) return m;
-  for (size_t a = 0; a < c->means.size(); ++a) m.emplace_back(c->algorithms[a], c->means[a]);
+  for (size_t a = 0; a < c->medians.size(); ++a) m.emplace_back(c->algorithms[a], c->medians[a]);
   return m;
 }
 

@@ -43,12 +43,8 @@ class MeasuredChoice {
   static constexpr int kSettlingCalls = 8;
   static constexpr size_t kFromBytes = 16 << 10;
   static constexpr size_t kBelowBytes = 64 << 20;
-  // An algorithm replaces the model's pick only where its mean trial is this much shorter.
+  // An algorithm replaces the model's pick only where its median trial is this much shorter.
   static constexpr double kMargin = 0.10;
-  // A trial over this many times its algorithm's median (the upper middle one, so a window
-  // broadcast's long trials are not cut) is left out: a rank lost its core (one tree trial of
-  // 418 us among four of 59-60 doubled the mean at ten times).
-  static constexpr double kOutlier = 3;
   static_assert(2 * kTrialsEach * kMostAlgorithms <= int(MailTrials::kTimes),
                 "every trial's start and end fit the window's trial times");
 
@@ -89,14 +85,17 @@ class MeasuredChoice {
   const std::vector<uint64_t>& times(Collective coll, size_t bytes) const;
   // Settles the class from every rank's times (rank r's at r * times().size()): a trial lasted
   // from the last rank's start to the last rank's end, so a rank that came late does not
-  // count as the others' waiting. Each algorithm's mean trial is compared (a trial over
-  // kOutlier times the algorithm's median left out); the model's pick stays unless another's
+  // count as the others' waiting. Each algorithm's median trial (the mean of the middle
+  // two) is compared: a trial that carries something else (a rank that lost its core, one tree
+  // trial of 418 us among four of 59-60; the last trial of the direct read's two-rank
+  // broadcast of 64 KiB, 4.9-7.0 us against 2.8-3.7, which ends where the next algorithm's
+  // first call starts) moves it little. The model's pick stays unless another's
   // is kMargin shorter, so algorithms within the noise of an application's loop (other calls
   // and work between its calls of one size) do not take turns from run to run.
   Algorithm decide(Collective coll, size_t bytes, const std::vector<uint64_t>& everyRank,
                    int nranks);
-  // The settled class's mean trial of each of its algorithms, in ns, in its order.
-  std::vector<std::pair<Algorithm, uint64_t>> means(Collective coll, size_t bytes) const;
+  // The settled class's median trial of each of its algorithms, in ns, in its order.
+  std::vector<std::pair<Algorithm, uint64_t>> medians(Collective coll, size_t bytes) const;
   // Forgets every class (the CPUs moved: the model's picks and the times may have changed).
   void reset() {
     classes_.clear();
@@ -114,7 +113,7 @@ class MeasuredChoice {
   struct Class {
     std::vector<Algorithm> algorithms;  // the model's pick first
     std::vector<uint64_t> times;        // start, end of each trial run so far
-    std::vector<uint64_t> means;        // per algorithm, once settled by trials
+    std::vector<uint64_t> medians;      // per algorithm, once settled by trials
     int calls = 0;                      // settling calls run so far
     bool settled = false;
     Algorithm choice = Algorithm::ring;
