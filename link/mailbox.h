@@ -65,7 +65,7 @@ static_assert(sizeof(MailState) == 64, "a rank's state is one cache line");
 // each rank writes its own, then the round; it writes the next round's only once every other
 // rank has said (`seen`) it read these.
 struct alignas(64) MailTrials {
-  static constexpr size_t kTimes = 80;
+  static constexpr size_t kTimes = 100;
   std::atomic<uint32_t> round{0};  // the last round whose times `ns` holds
   std::atomic<uint32_t> seen{0};   // the last round whose times this rank read from every other
   uint32_t count = 0;              // how many of `ns` that round wrote

@@ -30,13 +30,15 @@ class MeasuredChoice {
   // the algorithm opens its links or touches their pages and fills the caches its way (a
   // direct read's next call finds the lines it read last time; at n = 2, 64 KiB, the ring's
   // first three trials took 38, 25 and 6.3 us, then 4.8-5.7, the read's 6.1 then 4.1-4.7; the
-  // ring's broadcast of 256 KiB took 40, 32, 32 and 33 us, then 17-19). An even number counted
-  // weighs a window broadcast's alternating short and long trials alike.
+  // ring's broadcast of 256 KiB took 40, 32, 32 and 33 us, then 17-19; the direct read's
+  // two-rank broadcast of 64 KiB, after the window's one-shot, took 12.6-13.2 us, then
+  // alternated 2.7-3.0 and 3.8-5.5 through its next five, its loop 2.5-2.6). An even number
+  // counted weighs a window broadcast's alternating short and long trials alike.
   // Interleaved trials timed each algorithm after another's calls, which no loop of one
   // algorithm meets: the two-rank all-reduce of 512 KiB by direct read took 91 us there
   // against 44 in a loop of its own.
-  static constexpr int kTrialsEach = 8;
-  static constexpr int kWarmingTrials = 4;
+  static constexpr int kTrialsEach = 10;
+  static constexpr int kWarmingTrials = 6;
   static constexpr int kMostAlgorithms = 5;  // tried per class, the model's pick first
   // The class's first calls run the model's pick untimed, while a fresh process touches its
   // buffers and the links' pages first.

@@ -100,7 +100,7 @@ void prewarm(Run& run) {
 }
 
 // Untimed calls the tuned communicator makes at each size before its first round: past the
-// measured choice's trials (up to 49 calls, docs/tuning_measured.md).
+// measured choice's trials (up to 59 calls, docs/tuning_measured.md).
 constexpr int kTrialCalls = 64;
 
 // One communicator per algorithm (a split with the algorithm forced; "tuned" lets the tuner
