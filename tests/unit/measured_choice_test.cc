@@ -2,6 +2,7 @@
 // the order of its trials, and the decision from every rank's times.
 #include <doctest/doctest.h>
 
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -17,6 +18,7 @@ constexpr Collective kColl = Collective::all_gather;
 constexpr size_t kBytes = 64 << 10;
 constexpr int kEach = MeasuredChoice::kTrialsEach;
 constexpr int kWarming = MeasuredChoice::kWarmingTrials;
+constexpr int kCounted = kEach - kWarming;
 
 // Runs every trial of the class on one rank: trial t starts at t * 1000 ns and lasts
 // lasting(algorithm index, t) ns. Returns this rank's times.
@@ -33,6 +35,19 @@ std::vector<uint64_t> runTrials(MeasuredChoice& m, const std::vector<Algorithm>&
     m.end(start + lasting(a, t));
   }
   return m.times(kColl, kBytes);
+}
+
+// The ring at `ringNs` a trial against the direct read at 1000 but for its counted trial `slow`
+// (0 the first counted), which takes `slowNs`: the decision and the read's median.
+std::pair<Algorithm, uint64_t> readWithOneSlowTrial(uint64_t ringNs, int slow, uint64_t slowNs) {
+  MeasuredChoice m;
+  const auto times =
+      runTrials(m, {Algorithm::ring, Algorithm::directRead}, [&](size_t a, size_t t) -> uint64_t {
+        if (a == 0) return ringNs;
+        return int(t) % kEach == kWarming + slow ? slowNs : 1000;
+      });
+  const Algorithm chosen = m.decide(kColl, kBytes, times, 1);
+  return {chosen, m.medians(kColl, kBytes)[1].second};
 }
 
 }  // namespace
@@ -93,39 +108,20 @@ TEST_CASE("measured choice: the median is the loop's pace, a trial that lost its
     CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::tree);
   }
   SUBCASE("one trial far over the algorithm's others") {
-    // The read's fourth trial took 40 times the others (a preemption): the read is the
+    // The read's first counted trial took 40 times the others (a preemption): the read is the
     // fastest; in a mean of four it would be 10 times the ring's.
-    MeasuredChoice m;
-    const auto times =
-        runTrials(m, {Algorithm::ring, Algorithm::directRead}, [](size_t a, size_t t) -> uint64_t {
-          if (a == 0) return 2000;
-          return t % kEach == 4 ? 40000 : 1000;
-        });
-    CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::directRead);
-    CHECK(m.medians(kColl, kBytes)[1].second == 1000);
+    CHECK(readWithOneSlowTrial(2000, 0, 40000) == std::pair{Algorithm::directRead, uint64_t(1000)});
   }
   SUBCASE("one trial a few times the others") {
     // Five times the others: in a mean of four the read's would be 2000, over the ring's.
-    MeasuredChoice m;
-    const auto times =
-        runTrials(m, {Algorithm::ring, Algorithm::directRead}, [](size_t a, size_t t) -> uint64_t {
-          if (a == 0) return 1900;
-          return t % kEach == kEach - 1 ? 5000 : 1000;
-        });
-    CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::directRead);
-    CHECK(m.medians(kColl, kBytes)[1].second == 1000);
+    CHECK(readWithOneSlowTrial(1900, kCounted - 1, 5000) ==
+          std::pair{Algorithm::directRead, uint64_t(1000)});
   }
   SUBCASE("the last trial carries the next algorithm's first call") {
     // As a two-rank broadcast's direct read of 64 KiB did (2.8-3.7 us, then 7.0): 2.4 times
     // the others, which a mean of four puts over the ring's 1300 and its median does not.
-    MeasuredChoice m;
-    const auto times =
-        runTrials(m, {Algorithm::ring, Algorithm::directRead}, [](size_t a, size_t t) -> uint64_t {
-          if (a == 0) return 1300;
-          return t % kEach == kEach - 1 ? 2400 : 1000;
-        });
-    CHECK(m.decide(kColl, kBytes, times, 1) == Algorithm::directRead);
-    CHECK(m.medians(kColl, kBytes)[1].second == 1000);
+    CHECK(readWithOneSlowTrial(1300, kCounted - 1, 2400) ==
+          std::pair{Algorithm::directRead, uint64_t(1000)});
   }
 }
 
