@@ -10,7 +10,8 @@
 //   n  nothing
 //   cc -O2 -o /tmp/first_round tools/bench/first_round.c
 //   for m in n w r wr wrs c; do /tmp/first_round 32768 32 $m; done
-// Usage: first_round BYTES PLACES MODE
+// Usage: first_round BYTES PLACES MODE [DIR]: DIR the tmpfs (default /dev/shm; one mounted with
+// huge=always puts the region in 2 MiB pages).
 #include "probe.h"
 
 #include <fcntl.h>
@@ -36,17 +37,18 @@ static void touchPages(char* at, size_t bytes, int store) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: first_round BYTES PLACES MODE (n, w, r, c, s)\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: first_round BYTES PLACES MODE (n, w, r, c, s) [DIR]\n");
     return 2;
   }
   const size_t bytes = strtoul(argv[1], NULL, 10), places = strtoul(argv[2], NULL, 10);
   const char* mode = argv[3];
   const size_t region = bytes * places;
   if (bytes == 0 || places == 0) return 2;
-  const int fd = open("/dev/shm", O_TMPFILE | O_RDWR, 0600);
+  const char* dir = argc == 5 ? argv[4] : "/dev/shm";
+  const int fd = open(dir, O_TMPFILE | O_RDWR, 0600);
   if (fd < 0 || ftruncate(fd, (off_t)(region + 4096)) != 0) {
-    perror("/dev/shm");
+    perror(dir);
     return 1;
   }
   char* base = mmap(NULL, region + 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
