@@ -443,9 +443,9 @@ size_t Tuner::doublingBound(Collective coll, int n) const {
 
 bool Tuner::candidate(Algorithm a, Collective coll, size_t bytes, int n) const {
   // Where ranks share cores each copies the n - 1 other inputs on a core another rank needs:
-  // only the large all-gathers, broadcasts, gathers, scatters and all-to-alls read directly there,
-  // and nothing else (GYRE_ALGO=read still forces it).
-  if (directRead_ && !kernelCopySlow_ && bytes >= link_.sharedCoresDirectReadsFrom(coll, n)) {
+  // only the large all-gathers, broadcasts, gathers, scatters and all-to-alls and the middling
+  // all-reduces read directly there, and nothing else (GYRE_ALGO=read still forces it).
+  if (directRead_ && !kernelCopySlow_ && link_.readsDirectlyOnSharedCores(coll, bytes, n)) {
     return a == Algorithm::directRead;
   }
   if (a == Algorithm::directRead && (link_.coresShared || kernelCopySlow_)) return false;

@@ -96,7 +96,7 @@ struct LinkCost {
   // The same for the scatters, whose many receivers share the copying, from a larger size.
   size_t scattersSingleCopyBelow = SIZE_MAX;
   // There, from these sizes, the collectives below read directly (where every rank may read
-  // every other and the kernel's copy is not slow), the only candidate: sharedCoresDirectReadsFrom.
+  // every other and the kernel's copy is not slow), the only candidate: readsDirectlyOnSharedCores.
   // The all-gather reads the other ranks' inputs; from kManyRanksOnShared ranks, from the
   // second size.
   size_t sharedCoresDirectGathersFrom = SIZE_MAX;
@@ -109,6 +109,16 @@ struct LinkCost {
   size_t sharedCoresDirectBroadcastsFrom = SIZE_MAX;
   size_t sharedCoresDirectBroadcastsFromFourRanks = SIZE_MAX;
   static constexpr int kBroadcastReadersOnShared = 6;
+  // The all-reduces from this size while all n buffers together stay within the footprint.
+  size_t sharedCoresDirectAllReducesFrom = SIZE_MAX;
+  size_t sharedCoresDirectAllReducesFootprint = 0;
+  bool readsDirectlyOnSharedCores(Collective coll, size_t bytes, int n) const {
+    if (coll == Collective::all_reduce) {
+      return bytes >= sharedCoresDirectAllReducesFrom &&
+             bytes <= sharedCoresDirectAllReducesFootprint / size_t(n);
+    }
+    return bytes >= sharedCoresDirectReadsFrom(coll, n);
+  }
   size_t sharedCoresDirectReadsFrom(Collective coll, int n) const {
     switch (coll) {
       case Collective::all_gather:

@@ -103,6 +103,16 @@ constexpr size_t kShmSharedCoresDirectBroadcastsFromFourRanks = 16 << 20;
 // it at 16-32 KiB (2026-12-04, docs/tuning_shm.md, "All-reduces and reduces where ranks
 // share cores").
 constexpr size_t kShmSharedCoresRingAllReducesFrom = 64 << 10;
+// From 1 MiB, while the n buffers together take at most 32 MiB, the all-reduce's direct read
+// (each rank reads its share of every input, reduces it and writes it into every other output:
+// 2 (n - 1) / n of the buffer through the kernel) beat the ring and the tree there: at n = 3 to
+// 8 on the 2 vCPUs of the mesh, pinned in blocks or not, it took 0.82-0.93 of the best other's
+// time at 2-4 MiB with fresh inputs (0.75-1.01 untouched) and 0.88-1.03 at 1 MiB (0.81-0.94
+// untouched); at 512 KiB it lost with fresh inputs at n = 3, 5, 6 and 8 (1.05-1.14), and past
+// the footprint at n = 5, 6 and 8 at 8 MiB (1.03-1.20) and mostly at 16 MiB (0.97-1.28)
+// (2026-12-04, docs/tuning_shm.md, "The all-reduce's direct read where ranks share cores").
+constexpr size_t kShmSharedCoresDirectAllReducesFrom = 1 << 20;
+constexpr size_t kShmSharedCoresDirectAllReducesFootprint = 32 << 20;
 
 }  // namespace
 
@@ -148,6 +158,8 @@ LinkCost Tuner::sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsW
     cost.sharedCoresDirectBlocksFrom = kShmSharedCoresDirectBlocksFrom;
     cost.sharedCoresDirectBroadcastsFrom = kShmSharedCoresDirectBroadcastsFrom;
     cost.sharedCoresDirectBroadcastsFromFourRanks = kShmSharedCoresDirectBroadcastsFromFourRanks;
+    cost.sharedCoresDirectAllReducesFrom = kShmSharedCoresDirectAllReducesFrom;
+    cost.sharedCoresDirectAllReducesFootprint = kShmSharedCoresDirectAllReducesFootprint;
     cost.doublingAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
     cost.windowAllReducesBelow = kShmSharedCoresRingAllReducesFrom;
   }

@@ -51,13 +51,35 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
       CHECK(close.choose(c, size_t(256) << 20, 2).algorithm == Algorithm::directRead);
     }
   }
-  // Not where a rank cannot read the others, nor where ranks share cores; forced, it runs
-  // wherever it can.
+  // Not where a rank cannot read the others; where ranks share cores, the all-reduce from 1 MiB
+  // while the n buffers take at most 32 MiB (pinned or not), and the reduce and the
+  // reduce-scatter never; forced, it runs wherever it can.
   CHECK(tuner(true, 540, false).choose(Collective::all_reduce, 1 << 20, 2).algorithm ==
         Algorithm::doubling);
-  CHECK(tuner(false, 0, true).choose(Collective::all_reduce, 1 << 20, 4).algorithm !=
+  for (bool pinned : {false, true}) {
+    CAPTURE(pinned);
+    Tuner shared = tuner(false, 0, true);
+    if (pinned) shared.setLink(Tuner::pinnedInBlocks(Tuner::sharedMemory(false, 0)));
+    const auto reads = [&](Collective c, size_t bytes, int n) {
+      return shared.choose(c, bytes, n).algorithm == Algorithm::directRead;
+    };
+    for (int n : {3, 4, 8}) {
+      CAPTURE(n);
+      CHECK_FALSE(reads(Collective::all_reduce, 512 << 10, n));
+      CHECK(reads(Collective::all_reduce, 1 << 20, n));
+      CHECK(reads(Collective::all_reduce, (32 << 20) / size_t(n), n));
+      CHECK_FALSE(reads(Collective::all_reduce, (32 << 20) / size_t(n) + 4, n));
+      CHECK_FALSE(reads(Collective::all_reduce, 16 << 20, n));
+      for (Collective c : {Collective::reduce, Collective::reduce_scatter}) {
+        CHECK_FALSE(reads(c, 2 << 20, n));
+      }
+    }
+    CHECK(reads(Collective::all_reduce, 4 << 20, 8));
+    CHECK_FALSE(reads(Collective::all_reduce, 8 << 20, 5));
+  }
+  CHECK(tuner(false, 0, false).choose(Collective::all_reduce, 2 << 20, 4).algorithm !=
         Algorithm::directRead);
-  const Choice forced = tuner(false, 0, true, "read").choose(Collective::all_reduce, 1 << 20, 4);
+  const Choice forced = tuner(false, 0, true, "read").choose(Collective::all_reduce, 16 << 20, 4);
   CHECK((forced.algorithm == Algorithm::directRead && forced.forced));
   const Choice unavailable =
       tuner(true, 130, false, "read").choose(Collective::all_reduce, 1 << 20, 2);
