@@ -48,9 +48,9 @@ signal)
   ;;
 kill9)
   # kill -9 one rank in the middle of large all-reduces (n = 4) over the links (the ring: where
-  # ranks share cores the tuner reads 4 MiB directly, whose kills process_tests.sh's oneshot
-  # case makes): every other rank fails naming it, well inside the 60 s timeout, and gyre-run
-  # reports the signal.
+  # ranks share cores the tuner reads 4 MiB directly, and process_tests.sh's oneshot case kills
+  # ranks during direct reads): every other rank fails naming it, well inside the 60 s
+  # timeout, and gyre-run reports the signal.
   GYRE_ALGO=ring kill_in_loop 4 2 --loop 2000
   [ "$rc" -eq 137 ] || fail "gyre-run exited $rc, expected 137 (rank 2 killed by SIGKILL)"
   grep -q 'gyre-run: rank 2 failed (signal 9 (SIGKILL))' "$out" || fail "gyre-run did not name rank 2 and SIGKILL"

@@ -79,6 +79,9 @@ TEST_CASE("the tuner: the direct-read collectives where the ranks' CPUs sit far 
   }
   CHECK(tuner(false, 0, false).choose(Collective::all_reduce, 2 << 20, 4).algorithm !=
         Algorithm::directRead);
+  Tuner slowCopy = tuner(false, 0, true);
+  slowCopy.setKernelCopySlow(true);
+  CHECK(slowCopy.choose(Collective::all_reduce, 2 << 20, 4).algorithm != Algorithm::directRead);
   const Choice forced = tuner(false, 0, true, "read").choose(Collective::all_reduce, 16 << 20, 4);
   CHECK((forced.algorithm == Algorithm::directRead && forced.forced));
   const Choice unavailable =
