@@ -8,8 +8,8 @@
 //   c  the writer stores to every line, then the reader loads every line
 //   s  each side then sweeps 256 MiB of its own memory (a working set between calls)
 //   n  nothing
-//   cc -O2 -o /tmp/first_round tools/bench/first_round.c
-//   for m in n w r wr wrs c; do /tmp/first_round 32768 32 $m; done
+// Built as build/tools/gyre-probe-first_round:
+//   for m in n w r wr wrs c; do build/tools/gyre-probe-first_round 32768 32 $m; done
 // Usage: first_round BYTES PLACES MODE [DIR]: DIR the tmpfs (default /dev/shm; one mounted with
 // huge=always puts the region in 2 MiB pages).
 #include "probe.h"
