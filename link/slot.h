@@ -61,9 +61,8 @@ static_assert(sizeof(SlotMeta) == 32, "SlotMeta is a wire format");
 // region (a slot, a window data block) each time the region comes round again, so a line
 // written now was last written several rounds ago. By then both CPUs' private caches have let
 // it go, and the writer takes it from the shared cache without first taking it back from the
-// reader's (docs/tuning_shm.md, "Spreading payloads": two ranks on cores close by, 16-128 KiB,
-// 0.5-0.77 times the time). The smallest payload spread: below it a line's round trip, not
-// its bytes, sets the time.
+// reader's (docs/tuning_spread.md: two ranks on cores close by, 16-128 KiB, 0.5-0.77 times the
+// time). The smallest payload spread: below it a line's round trip, not its bytes, sets the time.
 constexpr uint32_t kSpreadFromBytes = 8192;
 // Where a payload of `bytes` starts in a region of `span` bytes on the region's `round`-th use:
 // page-aligned places one after the other, 0 where fewer than two fit or below kSpreadFromBytes.
