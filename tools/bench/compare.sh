@@ -17,7 +17,7 @@
 # where the kernel lets this user have it, else cubic).
 #
 # usage: tools/bench/compare.sh [-r RANKS] [-s SIZES] [-p OPS] [-k REPEATS] [-t TRANSPORTS]
-#                               [-l PEERS] [-o DIR] [-R]
+#                               [-l PEERS] [-o DIR] [-R] [-H]
 #   -r RANKS       rank counts                          (default 2,4)
 #   -s SIZES       message sizes                        (default 8,64K,1M,16M,256M)
 #   -p OPS         allreduce,allgather,broadcast        (default allreduce)
@@ -26,6 +26,8 @@
 #   -l PEERS       gloo,mpi_tcp,mpi_default             (default all three)
 #   -o DIR         logs, rows.txt, tables.md and plots/  (default a fresh temporary folder)
 #   -R             measure nothing: the tables and plots again from DIR's logs (with -o, -k)
+#   -H             every library's large buffers on huge pages (glibc's malloc: the pool
+#                  reserved in /proc/sys/vm/nr_hugepages where there is one, else transparent)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers),
 #              GYRE_BENCH_ARGS (extra gyre-bench flags).
 set -euo pipefail
@@ -33,12 +35,13 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
 ranks=2,4 sizes=8,64K,1M,16M,256M ops=allreduce repeats=3 transports=shm,tcp
-peerlist=gloo,mpi_tcp,mpi_default out="" render_only=0
-while getopts "r:s:p:k:t:l:o:Rh" opt; do
+peerlist=gloo,mpi_tcp,mpi_default out="" render_only=0 huge=0
+while getopts "r:s:p:k:t:l:o:RHh" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) ops=$OPTARG ;; k) repeats=$OPTARG ;;
     t) transports=$OPTARG ;; l) peerlist=$OPTARG ;; o) out=$OPTARG ;; R) render_only=1 ;;
-    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    H) huge=1 ;;
+    *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 if ((render_only)); then
@@ -71,7 +74,8 @@ gyre_flags() { case $1 in broadcast) echo --inplace ;; esac; }
 # while a virtual machine's CPUs sit far apart (docs/perf/placement.md).
 . "$here/tools/bench/placement.sh"
 placement_build "$out"
-header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
+((huge)) && huge_pages_on
+header="gyre vs peers, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)${GLIBC_TUNABLES:+, $GLIBC_TUNABLES}"
 ((render_only)) && header="gyre vs peers, $(date -u -r "$out/placement.txt" '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(uname -r)"
 echo "# $header; logs in $out"
 # One block: one rank count and collective, every size, each library in turn.

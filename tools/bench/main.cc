@@ -27,6 +27,7 @@
 
 #include "gyre/gyre.h"
 #include "gyre/types.h"
+#include "tools/bench/huge_pages.h"
 #include "tools/bench/pattern.h"
 
 #include "tools/bench/bench_run.h"
@@ -513,9 +514,20 @@ int main(int argc, char** argv) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double rssMiB = run.maxOverRanks(double(usage.ru_maxrss) / 1024.0);
+  // The host buffers on huge pages, the fewest of any rank (the most left on small pages).
+  const double bufferMiB = double(run.send.size() + run.recv.size()) / 1048576.0;
+  const double smallMiB = run.maxOverRanks(
+      bufferMiB - double(gyre::bench::hugePageBytes(
+                      {{run.send.data(), run.send.size()}, {run.recv.data(), run.recv.size()}})) /
+                      1048576.0);
   if (run.rank == 0) {
     std::printf("# Avg bus bandwidth    : %.3f GB/s\n", rows ? busSum / rows : 0.0);
     std::printf("# Peak RSS per rank    : %.1f MiB (largest rank)\n", rssMiB);
+    if (!o.cuda) {
+      std::printf(
+          "# Huge pages per rank  : %.1f of %.1f MiB of the host buffers (fewest of any rank)\n",
+          bufferMiB - smallMiB, bufferMiB);
+    }
   }
   for (void* handle : handles)
     if (handle) CHECK(gyreCommDeregister(comm, handle));

@@ -10,22 +10,25 @@
 # launches during which the host stole at most one tick of CPU time from this machine
 # (/proc/stat's steal: its other guests ran).
 #
-# usage: tools/bench/spread_check.sh [-r RANKS] [-s SIZES] [-p OP] [-k ROUNDS] [-o DIR]
+# usage: tools/bench/spread_check.sh [-r RANKS] [-s SIZES] [-p OP] [-k ROUNDS] [-o DIR] [-H]
 #   -r RANKS   rank counts                                (default 2,4)
 #   -s SIZES   sizes in one launch                        (default 64K,256K,1M,4M,16M,64M,256M)
 #   -p OP      allreduce, allgather or broadcast          (default allreduce)
 #   -k ROUNDS  launches of each                           (default 10)
 #   -o DIR     rows.txt (one line per launch and size)    (default a fresh temporary folder)
+#   -H         both libraries' large buffers on huge pages (glibc's malloc: the pool reserved in
+#              /proc/sys/vm/nr_hugepages where there is one, else transparent huge pages)
 # Environment: GYRE_BUILD (default build), PEERS_DIR (default ../shared/peers).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${GYRE_BUILD:-$here/build}
 peers=${PEERS_DIR:-$here/../shared/peers}
-ranks=2,4 sizes=64K,256K,1M,4M,16M,64M,256M op=allreduce rounds=10 out=
-while getopts "r:s:p:k:o:h" opt; do
+ranks=2,4 sizes=64K,256K,1M,4M,16M,64M,256M op=allreduce rounds=10 out= huge=0
+while getopts "r:s:p:k:o:Hh" opt; do
   case $opt in
     r) ranks=$OPTARG ;; s) sizes=$OPTARG ;; p) op=$OPTARG ;; k) rounds=$OPTARG ;; o) out=$OPTARG ;;
-    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    H) huge=1 ;;
+    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 out=${out:-$(mktemp -d /tmp/gyre-spread.XXXXXX)}
@@ -34,6 +37,7 @@ mkdir -p "$out"
 [ -x "$peers/run.sh" ] || { echo "no peer kit at $peers"; exit 1; }
 . "$here/tools/bench/placement.sh"
 placement_build "$out" || { echo "cannot build the placement probe"; exit 1; }
+((huge)) && huge_pages_on
 bytes() {
   local v=${1%[KMGkmg]} u=${1: -1}
   case $u in K | k) echo $((v * 1024)) ;; M | m) echo $((v * 1048576)) ;; G | g) echo $((v * 1073741824)) ;; *) echo "$1" ;; esac
@@ -45,7 +49,7 @@ flags=()
 [ "$op" = broadcast ] && flags=(--inplace)  # as MPI_Bcast's one buffer
 list=$(for s in ${sizes//,/ }; do bytes "$s"; done | sort -n)
 lo=$(head -1 <<<"$list") hi=$(tail -1 <<<"$list")
-echo "# spread check $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $op, $rounds launches each; rows in $out/rows.txt"
+echo "# spread check $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $op, $rounds launches each${GLIBC_TUNABLES:+ ($GLIBC_TUNABLES)}; rows in $out/rows.txt"
 : >"$out/rows.txt"
 # One launch of Open MPI (the kit installs what it lacks on its first run) or of gyre, with its
 # placement before and after and the ticks stolen meanwhile.
