@@ -12,8 +12,12 @@ namespace gyre {
 
 namespace {
 // Pieces of a peer's input read at once: small enough that a piece of every input stays in
-// this core's cache while it is reduced, large enough that the system call is a small part.
-constexpr size_t kReadPieceBytes = 64 << 10;
+// this core's cache while it is reduced, large enough that the system calls are a small part.
+// The pieces of all inputs together take 256 KiB, each at least 64 KiB: at n = 2 pieces of 128
+// KiB took 0.88-0.98 of 64 KiB's time from 256 KiB to 16 MiB (one row level), at n = 8 64 KiB
+// stayed ahead, and 16 KiB took 1.2-1.6 times as long (docs/tuning_reduce.md).
+constexpr size_t kReadPiecesBytes = 256 << 10;
+constexpr size_t kReadPieceMinBytes = 64 << 10;
 }  // namespace
 
 void OneShot::runDirectRead(const OpContext& ctx, const void* send, void* recv) {
@@ -218,8 +222,9 @@ void OneShot::readReduceScatter(const OpContext& ctx, const std::byte* in, std::
 }
 
 size_t OneShot::preparePieces(size_t es, int extra) {
-  const size_t piece = std::max(es, kReadPieceBytes / es * es);
-  scratch_.resize(size_t(window_.nranks() + extra) * piece);
+  const size_t n = size_t(window_.nranks());
+  const size_t piece = std::max(es, std::max(kReadPieceMinBytes, kReadPiecesBytes / n) / es * es);
+  scratch_.resize((n + size_t(extra)) * piece);
   return piece;
 }
 

@@ -16,20 +16,23 @@ using namespace gyre;
 // all-to-all goes through the direct read, shares of uneven size over many pieces included, in
 // place (where a rank past the second reduces its own input after the ones before it) and out of
 // place; every element exact, outputs poisoned.
-TEST_CASE("direct read: every call of its collectives, exact") {
-  if (!test::singleCopyMissing().empty()) {
-    MESSAGE("the direct read is off here: " << test::singleCopyMissing());
-    return;
-  }
-  const int n = 3;
+namespace {
+void exactDirectReads(int n) {
   CommConfig config = test::tinySlots();
   config.algorithm = "read";
   test::ThreadJob job(n, config, "direct-read-exact");
-  const size_t count = 50021;  // int64: 390 KiB, shares of 16673 and 16674 elements
-  std::vector<std::string> wrong(n);
-  std::vector<int> calls(n, 0);
+  // int64: 390 KiB, shares of 195 KiB at n = 2 (a piece of 128 KiB and part of another), of
+  // 16673 and 16674 elements at n = 3 (a piece of 85 KiB and part of another).
+  const size_t count = 50021;
+  std::vector<std::string> wrong(static_cast<size_t>(n));
+  std::vector<int> calls(static_cast<size_t>(n), 0);
   job.run([&](Communicator& c, int r) {
     auto value = [](int rank, size_t i) { return int64_t(rank + 1) * 1000003 + int64_t(i); };
+    auto sum = [&](size_t i) {
+      int64_t s = 0;
+      for (int p = 0; p < n; ++p) s += value(p, i);
+      return s;
+    };
     auto expect = [&](bool ok, const std::string& what) {
       if (!ok && wrong[r].empty()) wrong[r] = "rank " + std::to_string(r) + ": " + what;
     };
@@ -42,7 +45,7 @@ TEST_CASE("direct read: every call of its collectives, exact") {
       c.allReduce(inPlace ? out.data() : in.data(), out.data(), count, DataType::i64, RedOp::sum);
       ++calls[r];
       for (size_t i = 0; i < count; ++i) {
-        expect(out[i] == value(0, i) + value(1, i) + value(2, i), "all_reduce" + how);
+        expect(out[i] == sum(i), "all_reduce" + how);
       }
       expect(out[count] == -7, "all_reduce wrote past its buffer");
       // Reduce to each root, sum: the root's share the larger; the root alone written.
@@ -55,7 +58,7 @@ TEST_CASE("direct read: every call of its collectives, exact") {
         const std::string what = "reduce to " + std::to_string(root) + how;
         for (size_t i = 0; i < count; ++i) {
           const int64_t kept = inPlace ? value(r, i) : -7;  // a non-root's own buffer untouched
-          expect(out[i] == (r == root ? value(0, i) + value(1, i) + value(2, i) : kept), what);
+          expect(out[i] == (r == root ? sum(i) : kept), what);
         }
         expect(out[count] == -7, what + " wrote past its buffer");
       }
@@ -69,7 +72,7 @@ TEST_CASE("direct read: every call of its collectives, exact") {
         ++calls[r];
         for (size_t i = 0; i < count; ++i) {
           const size_t at = size_t(r) * count + i;
-          expect(mine[i] == value(0, at) + value(1, at) + value(2, at), "reduce_scatter" + how);
+          expect(mine[i] == sum(at), "reduce_scatter" + how);
         }
         expect(got[count] == -7, "reduce_scatter wrote past its block");
       }
@@ -145,8 +148,20 @@ TEST_CASE("direct read: every call of its collectives, exact") {
     expect(out[block * n] == -7, "all_to_all wrote past its buffer");
   });
   for (int r = 0; r < n; ++r) {
-    CHECK_MESSAGE(wrong[r].empty(), wrong[r]);
-    CHECK(job.comm(r).directReads() == uint64_t(calls[r]));
+    CHECK_MESSAGE(wrong[size_t(r)].empty(), wrong[size_t(r)]);
+    CHECK(job.comm(r).directReads() == uint64_t(calls[size_t(r)]));
+  }
+}
+}  // namespace
+
+TEST_CASE("direct read: every call of its collectives, exact") {
+  if (!test::singleCopyMissing().empty()) {
+    MESSAGE("the direct read is off here: " << test::singleCopyMissing());
+    return;
+  }
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    exactDirectReads(n);
   }
 }
 
