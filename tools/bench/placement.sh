@@ -4,7 +4,7 @@
 #   placement_build DIR   builds the probe into DIR
 #   round_trip            prints the round trip in ns, or ? where the probe cannot run
 #   placement_of B A      close, far or moved from round trips before and after a run
-#   huge_pages_on         every library's large buffers on transparent huge pages from here on
+#   huge_pages_on         every library's large buffers on huge pages from here on (below)
 placement_build() {
   cc -O2 -pthread -o "$1/line_pingpong" "$(dirname "${BASH_SOURCE[0]}")/line_pingpong.c" 2>/dev/null &&
     placement_probe=$1/line_pingpong
