@@ -1,6 +1,6 @@
 // The shared-memory links' prices (Tuner::sharedMemory, sharedMemoryAt, pinnedInBlocks): the
 // model's figures fitted where the ranks' CPUs sit close or far apart, and the bounds measured
-// where ranks share cores (docs/tuning.md, docs/tuning_shm.md).
+// where ranks share cores (docs/tuning.md, docs/tuning_shared_cores.md, docs/tuning_shm.md).
 #include "runtime/core/tuner.h"
 
 namespace gyre {
@@ -36,15 +36,17 @@ constexpr double kShmFarBetaBytesUs = 1500.0;
 constexpr double kShmFarStreamedBetaBytesUs = 14000.0;
 constexpr double kShmFarStreamedWholeBufferStep = 1.13;
 // Where ranks outnumber cores the doubling's partners reduce at the same time on shared cores:
-// at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores (docs/tuning.md).
+// at 256 KiB it took 1.5-2.3 times the ring's time at n = 4 and 8 on 2 cores
+// (docs/tuning_shared_cores.md).
 constexpr double kShmSleepingWholeBufferStep = 2.2;
 // There, with the scheduler placing the ranks, a tree's inner ranks feed two children from a
 // core they share, while the chain's ranks each pass one slot on (n = 4 and 8 on 2 cores,
-// docs/tuning.md): over shared memory the chain's broadcast beat the tree's below 32 KiB; over tcp
-// its broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in four runs, 2 MiB 1.06-1.11;
-// from 4 MiB the two were even), while the tree's reduce kept up below 256 KiB (from there the
-// chain's was 1.12-1.40 times faster at n = 8 in most runs; its root's core takes each child's
-// buffer: treeReduceRootPerChild, which alone put the crossing at n = 8 near 320 KiB).
+// docs/tuning_shared_cores.md): over shared memory the chain's broadcast beat the tree's
+// below 32 KiB; over tcp its broadcast up to 2 MiB (n = 8, 1 MiB: 1.20-1.30 times faster in
+// four runs, 2 MiB 1.06-1.11; from 4 MiB the two were even), while the tree's reduce kept up
+// below 256 KiB (from there the chain's was 1.12-1.40 times faster at n = 8 in most runs; its
+// root's core takes each child's buffer: treeReduceRootPerChild, which alone put the crossing
+// at n = 8 near 320 KiB).
 constexpr size_t kShmSharedCoresTreeBroadcastFrom = 32 << 10;
 // Bruck's all-to-all beat the pairwise exchange over the slots below 16 KiB and lost from there
 // (n = 4 and 8 on 2 cores, 2026-12-04: n = 8, 4 KiB 23.3 against 27.3 us, 16 KiB 32.1 against
@@ -57,7 +59,7 @@ constexpr size_t kShmBruckAllToAllsBelow = 16 << 10;
 constexpr size_t kShmSharedCoresChainReduceFrom = 256 << 10;
 // Pinned in blocks the tree's reduce kept up with the chain's at n = 4 and 8 on 2 cores (within
 // 4 % from 128 KiB, ahead below), but where n is not a power of two the chain's led from 128 KiB:
-// 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning.md).
+// 1.15-1.54 times faster at n = 3, 5, 6 and 7 to 8 MiB (2026-12-03, docs/tuning_shared_cores.md).
 constexpr size_t kShmPinnedChainReducesFrom = 128 << 10;
 // Where n is a power of two, from 8 MiB: there on the mesh of 2026-12-04 the chain's reduce
 // took 0.84-0.90 of the tree's time at n = 4 (0.88-0.95 with fresh inputs) and 0.87-0.97 at

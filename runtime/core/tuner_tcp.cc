@@ -1,6 +1,6 @@
 // The tcp links' prices (Tuner::tcpLoopback, tcpNetwork, pinnedInTwoBlocksOverTcp): the model's
 // figures fitted on loopback and the bounds measured where ranks share cores (docs/tuning.md,
-// docs/tuning_tcp.md).
+// docs/tuning_shared_cores.md, docs/tuning_tcp.md).
 #include <algorithm>
 
 #include "algorithms/tree.h"
@@ -32,7 +32,7 @@ constexpr size_t kTcpSharedCoresChainReduceFrom = 256 << 10;
 // at n = 3 (1.2-1.6 times faster), 128 KiB at n = 5 (1.5-1.7), 512 KiB at n = 7 (1.1-1.3; the
 // tree 1.3-1.4 times faster at 128 KiB) and was level at 2 MiB at n = 6 (the tree ahead to 256
 // KiB): a crossing that moves with the chain's hops beyond the tree's depth, as the model's
-// does, but earlier (2026-12-03, docs/tuning.md).
+// does, but earlier (2026-12-03, docs/tuning_shared_cores.md).
 constexpr size_t kTcpPinnedChainReducesFrom = 32 << 10;
 constexpr size_t kTcpPinnedChainReduceBytesPerHop = 128 << 10;
 // There Bruck's all-gather beat the ring up to 512 KiB and lost from 1 MiB at n = 4, 6 and 8

@@ -134,7 +134,7 @@ TEST_CASE("ranks sharing cores: large reduces and small broadcasts go down the c
 TEST_CASE("ranks sharing cores, pinned in blocks: broadcasts and reduces take the tree") {
   // Bound in blocks (n = 4 and 8 on 2 CPUs) the tree was faster at every size where the chain
   // was picked for floating ranks: over shared memory the 16 MiB broadcast at n = 4 1756
-  // against 3317 us, over tcp the 16 MiB reduce 6350 against 10953 (docs/tuning.md).
+  // against 3317 us, over tcp the 16 MiB reduce 6350 against 10953 (docs/tuning_shared_cores.md).
   for (const bool tcp : {false, true}) {
     CAPTURE(tcp);
     const LinkCost floating = tcp ? Tuner::tcpLoopback(1, false) : Tuner::sharedMemory(false);
