@@ -15,8 +15,29 @@ constexpr int kPlacementBatches = 4;
 constexpr uint32_t kPlacementTrips = 8;
 constexpr uint32_t kPlacementDoneTrip = 0x7ff;
 constexpr Clock::duration kPlacementTripLimit = std::chrono::microseconds(200);
+// Both sides poll without a pause between looks, as the set-up probe does (link/mailbox.cc):
+// with one, far apart, this probe read 333-459 ns where the set-up's read 451-497 on the same
+// CPUs, and the tuner, whose bound was fitted to the set-up's figures, took them for close
+// (close by, both read 92-119; docs/perf/placement.md, "The probe during calls far apart").
+constexpr uint32_t kSpinsPerClockLook = 1024;
 uint32_t placementBall(uint32_t round, uint32_t trip) {
   return 0x80000000u | ((round & 0xfffffu) << 11) | trip;
+}
+// Spins until `arrived()`, or until `limit` has passed since its first look at the clock, which
+// it takes only after kSpinsPerClockLook spins: whether it arrived.
+template <class Arrived>
+bool spinFor(Arrived arrived, Clock::duration limit) {
+  Clock::time_point end{};
+  for (uint32_t spins = 1;; ++spins) {
+    if (arrived()) return true;
+    if (spins % kSpinsPerClockLook != 0) continue;
+    const auto now = Clock::now();
+    if (end == Clock::time_point{}) {
+      end = now + limit;
+    } else if (now >= end) {
+      return false;
+    }
+  }
 }
 }  // namespace
 
@@ -49,10 +70,10 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx, int partner) {
         zero.probe.store(++ball, std::memory_order_release);
         // The partner answers at once unless it lost its CPU: then nothing is measured this
         // round.
-        for (uint32_t polls = 1; one.probe.load(std::memory_order_acquire) != ball; ++polls) {
-          cpuRelax();
-          if (polls % 1024 == 0 && Clock::now() - start > kPlacementTripLimit * (i + 1)) ball = 0;
-          if (ball == 0) break;
+        const uint32_t sent = ball;
+        if (!spinFor([&] { return one.probe.load(std::memory_order_acquire) == sent; },
+                     kPlacementTripLimit)) {
+          ball = 0;
         }
       }
       const double ns =
@@ -72,13 +93,18 @@ uint32_t OneShot::remeasurePlacement(const OpContext& ctx, int partner) {
     OpContext timed = ctx;
     timed.busy.yield = false;
     timed.busy.budget = nullptr;
+    // After the first, a ball later than a trip's limit waits as any wait of a call does, to
+    // the call's deadline.
     for (uint32_t trip = 1;; ++trip) {
       uint32_t seen = 0;
       auto arrived = [&] {
         seen = zero.probe.load(std::memory_order_acquire);
         return seen == placementBall(round, trip) || seen == done;
       };
-      waitUntil(trip == 1 ? ctx : timed, 0, "the placement probe's ball from", arrived, zero.probe);
+      if (trip == 1 || !spinFor(arrived, kPlacementTripLimit)) {
+        waitUntil(trip == 1 ? ctx : timed, 0, "the placement probe's ball from", arrived,
+                  zero.probe);
+      }
       if (seen == done) break;
       self_.state->probe.store(seen, std::memory_order_release);
       if (trip == 1) notifyAll(self_.state->probe, self_.state->sleepers, wakeOrder_);

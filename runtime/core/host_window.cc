@@ -234,7 +234,8 @@ void Communicator::Impl::remeasurePlacement(const OpContext& ctx) {
   ++placementProbes;
   if (ns == 0) return;
   // Moved apart or close (the other tuner), or onto or off one core's caches (both tuners).
-  const bool moved = Tuner::farApart(ns) != tuner->link().placedFar;
+  const bool wasFar = tuner->link().placedFar;
+  const bool moved = Tuner::stillFarApart(ns, wasFar) != wasFar;
   if (!moved && Tuner::sharesCache(ns) == tuner->cacheShared()) return;
   tuner->setCacheShared(Tuner::sharesCache(ns));
   otherPlacement->setCacheShared(tuner->cacheShared());

@@ -197,10 +197,13 @@ class Tuner {
   // (GYRE_SLOT_STORES=auto), which the reader takes from memory at nearly the close pace.
   static LinkCost sharedMemory(bool ranksHaveCores, double roundTripNs = 0,
                                bool streamsWhenFar = true);
-  // The same where the CPUs are known to sit close or `farApart` (a round trip of 460 ns or
+  // The same where the CPUs are known to sit close or `farApart` (a round trip of 440 ns or
   // more, two lines bounced, counts as far).
   static LinkCost sharedMemoryAt(bool ranksHaveCores, bool farApart, bool streamsWhenFar = true);
   static bool farApart(double roundTripNs);
+  // A probe during calls where the tuner's placement `wasFar`: far apart stays so down to 340 ns,
+  // so that round trips about the bound do not swap the tuners at every probe.
+  static bool stillFarApart(double roundTripNs, bool wasFar);
   // A round trip under 80 ns: the probed CPUs share a core's caches (two hardware threads of one
   // core: 47-48 ns where other cores took 93-116 and far ones 475-550). There the window's
   // one-shot took a two-rank broadcast of 16 KiB in 0.72 us and the streamed ring in 2.1-2.2, so

@@ -16,13 +16,20 @@ constexpr double kShmBetaBytesUs = 8000.0;
 // doubling's time where one cache line went between them and back in 70-80 ns, and 1.4-1.6
 // times where it took 290-390 ns (docs/tuning_shm.md). The communicator's probe bounces two lines,
 // one written by each rank: 115-150 ns close, 475-550 far apart on that machine. On a mesh of
-// many cores it took 257-452 ns between two CPUs that one line crossed in 120-180 (line_pingpong)
-// and where streamed slots took 1.3-2 times the cached ones' time (n = 2 all-reduce, 16 KiB to
-// 16 MiB): far apart starts above that (docs/tuning_shm.md). Unmeasured, the CPUs are taken to
-// be close.
+// many cores it took 257-314 ns (once each 408 and 452) between two CPUs that one line crossed
+// in 120-180 (line_pingpong) and where streamed slots took 1.3-2 times the cached ones' time (n =
+// 2 all-reduce, 16 KiB to 16 MiB). On a guest whose CPUs one line crossed in 324-345 ns far apart
+// (55-65 close) it took 446-490 far apart, and there the cached slots lost: far apart starts
+// between the two (docs/tuning_shm.md). Unmeasured, the CPUs are taken to be close.
 constexpr double kShmWholeBufferStep = 1.5;
 constexpr double kShmFarWholeBufferStep = 0.7;
-constexpr double kFarRoundTripNs = 460;
+constexpr double kFarRoundTripNs = 440;
+// Once far apart, a probe during calls must find them under this to count them close again: far
+// apart on that guest the probes during calls read 378-601 ns, either side of the set-up's
+// bound, and each crossing swapped the tuners and sent every class back to its trials (a
+// two-rank reduce of 32 KiB at 14-16 us a call against 3.3 where the placement held still).
+// Close by they read 90-120 there, 257-314 on the mesh (docs/tuning_shm.md).
+constexpr double kStillFarRoundTripNs = 340;
 constexpr double kSharedCacheRoundTripNs = 80;
 // Far apart, every line a slot or a post carries crosses at that distance twice (written on
 // one CPU, read on the other): n = 2 all-reduce over shared memory, 16 KiB to 1 MiB, ran at
@@ -120,6 +127,10 @@ constexpr size_t kShmSharedCoresDirectAllReducesFootprint = 32 << 20;
 
 bool Tuner::farApart(double roundTripNs) {
   return roundTripNs >= kFarRoundTripNs;
+}
+
+bool Tuner::stillFarApart(double roundTripNs, bool wasFar) {
+  return roundTripNs >= (wasFar ? kStillFarRoundTripNs : kFarRoundTripNs);
 }
 
 bool Tuner::sharesCache(double roundTripNs) {

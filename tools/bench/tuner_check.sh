@@ -127,7 +127,7 @@ for n in ${ranks//,/ }; do
       }' ratios="$work/ratios" "$work/log" "$work/rows"
     # Each communicator's set-up probe (ranks with cores): the tuner prices with it, and the
     # tuned communicator swaps its pricing where a probe during calls finds the CPUs moved.
-    sort -n "$work/trips" | awk '{ v[NR] = $1 } END { if (NR) printf "\nranks 0 and 1 at set-up: a cache line there and back in %s-%s ns (%d probes; 460 and up counts as far apart)\n", v[1], v[NR], NR }'
+    sort -n "$work/trips" | awk '{ v[NR] = $1 } END { if (NR) printf "\nranks 0 and 1 at set-up: a cache line there and back in %s-%s ns (%d probes; 440 and up counts as far apart)\n", v[1], v[NR], NR }'
     awk '{ s += $1 } END { if (s) printf "the tuned communicator found the CPUs moved %d times during calls\n", s }' "$work/moves"
   done
 done
