@@ -18,8 +18,8 @@ constexpr double kShmBetaBytesUs = 8000.0;
 // one written by each rank: 115-150 ns close, 475-550 far apart on that machine. On a mesh of
 // many cores it took 257-314 ns (once each 408 and 452) between two CPUs that one line crossed
 // in 120-180 (line_pingpong) and where streamed slots took 1.3-2 times the cached ones' time (n =
-// 2 all-reduce, 16 KiB to 16 MiB). On a guest whose CPUs one line crossed in 324-345 ns far apart
-// (55-65 close) it took 446-490 far apart, and there the cached slots lost: far apart starts
+// 2 all-reduce, 16 KiB to 16 MiB). On a guest whose CPUs one line crossed in 320-353 ns far apart
+// (52-65 close) it took 446-497 far apart, and there the cached slots lost: far apart starts
 // between the two (docs/tuning_shm.md). Unmeasured, the CPUs are taken to be close.
 constexpr double kShmWholeBufferStep = 1.5;
 constexpr double kShmFarWholeBufferStep = 0.7;
@@ -130,7 +130,7 @@ bool Tuner::farApart(double roundTripNs) {
 }
 
 bool Tuner::stillFarApart(double roundTripNs, bool wasFar) {
-  return roundTripNs >= (wasFar ? kStillFarRoundTripNs : kFarRoundTripNs);
+  return wasFar ? roundTripNs >= kStillFarRoundTripNs : farApart(roundTripNs);
 }
 
 bool Tuner::sharesCache(double roundTripNs) {

@@ -191,10 +191,10 @@ TEST_CASE("the tuner: broadcasts read directly where ranks share cores, from 4 M
   }
 }
 
-// Far apart means what a streamed slot pays for: 475-550 ns on the machine where it did, 446-490
-// on a guest whose cached slots ran a two-rank reduce of 2 MiB at 1.5-1.8 times the streamed
-// ones' time. A mesh of many cores gave 257-314 ns (once 408) between CPUs one line crossed in
-// 120-180, and there the streamed slots took 1.3-2 times the cached ones' time.
+// Far apart means what a streamed slot pays for: 475-550 ns on the machine where it did, 446-497
+// on a guest whose cached slots ran the ring's two-rank reduce of 2 MiB at 744-882 us a call
+// against 145-161 streamed. A mesh of many cores gave 257-314 ns (once 408) between CPUs one line
+// crossed in 120-180, and there the streamed slots took 1.3-2 times the cached ones' time.
 TEST_CASE("the tuner: a mesh's round trips count as close") {
   for (double ns : {120.0, 257.0, 314.0, 408.0, 439.0}) {
     CAPTURE(ns);
