@@ -4,9 +4,11 @@
 // in launches alternated while the placement probe finds the CPUs far apart or close, it tells
 // what the window costs and what the layers above it add (docs/perf/small_calls.md). STORES0 and
 // STORES1 add that many stores to private memory after each call of rank 0 and rank 1, standing
-// for the stores of the layers above the window (a call path's stack frames and copies).
+// for the stores of the layers above the window (a call path's stack frames and copies). FAR 1
+// runs the window as where the placement probe finds the CPUs far apart (streamed blocks, the
+// next post taken for writing at the end of each call: OneShot::prefetchFarApart).
 //   gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather [BYTES=64] [CALLS=1000000]
-//                    [STORES0=0] [STORES1=0]
+//                    [STORES0=0] [STORES1=0] [FAR=0]
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -58,13 +60,14 @@ int main(int argc, char** argv) {
   if (argc < 2 || !collectiveNamed(argv[1], coll)) {
     std::fprintf(stderr,
                  "usage: gyre-window-loop gather|reduce|broadcast|all_reduce|all_gather "
-                 "[BYTES=64] [CALLS=1000000] [STORES0=0] [STORES1=0]\n");
+                 "[BYTES=64] [CALLS=1000000] [STORES0=0] [STORES1=0] [FAR=0]\n");
     return 2;
   }
   const size_t bytes = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   const long calls = argc > 3 ? std::strtol(argv[3], nullptr, 10) : 1000000;
   constexpr int kMaxStores = 4096;
   const int extraStores[2] = {argc > 4 ? std::atoi(argv[4]) : 0, argc > 5 ? std::atoi(argv[5]) : 0};
+  const bool farApart = argc > 6 && std::atoi(argv[6]) != 0;
   if (calls <= 0 || extraStores[0] < 0 || extraStores[1] < 0 || extraStores[0] > kMaxStores ||
       extraStores[1] > kMaxStores) {
     std::fprintf(stderr, "gyre-window-loop: CALLS must be positive, STORES0 and STORES1 0-%d\n",
@@ -90,6 +93,8 @@ int main(int argc, char** argv) {
     pinTo(r);
     OneShot window(windows[r], r);
     if (registerSleeperBarriers()) window.useSleeperBarriers();
+    window.streamBlocks(farApart);
+    window.prefetchFarApart(farApart);
     std::vector<float> in(count * n, float(r + 1)), out(count * n, 0);
     OpContext ctx;
     ctx.rank = r;
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
   if (extraStores[0] || extraStores[1]) {
     std::printf(" (%d and %d more stores a call)", extraStores[0], extraStores[1]);
   }
+  if (farApart) std::printf(", run as far apart");
   std::printf("\n");
   return 0;
 }
