@@ -228,9 +228,8 @@ awk -v header="$header" -v runs="$repeats" '
     }
   }' "$out/medians.txt" | tee "$out/tables.md"
 if [ -s "$out/placement.txt" ]; then
-  { echo; echo "CPUs 0 and 1, a cache line's round trip before-after each side (about 70-120 ns close, 400-570 ns far apart here):"
+  { echo; echo "CPUs 0 and 1, a cache line's round trip before-after each side (close: both under 150 ns; far apart: both over 250):"
     sed 's/^/- /' "$out/placement.txt"
-    # A side is close where both its probes read under 150 ns, far where both read over 250.
     printf "\nBlocks where gyre and the peers met the same placement: %d of %d (gyre / peers:" \
       "$same" "$block"
     for c in "${!met[@]}"; do printf " %s %d," "$c" "${met[$c]}"; done
