@@ -1,5 +1,9 @@
 #include "runtime/core/failure_board.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <sstream>
 
 #include "base/log.h"
@@ -148,6 +152,21 @@ bool decodeRecord(const std::string& text, int nranks, Record& r) {
          r.lostRank >= -1 && r.lostRank < nranks;
 }
 
+// gyre-run (tools/run/launcher.cc) hands its ranks a pipe in GYRE_RUN_CAUSE_FD: a rank that
+// fails because of another says which, so the launcher names the cause even where both ranks
+// end before it looks. Best effort: the error this rank reports names the cause either way.
+void tellLauncher(int self, int cause) {
+  static const int fd = [] {
+    const char* value = std::getenv("GYRE_RUN_CAUSE_FD");
+    const int f = value ? std::atoi(value) : -1;
+    struct stat st {};
+    return f > 2 && fstat(f, &st) == 0 && S_ISFIFO(st.st_mode) ? f : -1;
+  }();
+  if (fd < 0 || cause < 0 || cause == self) return;
+  const std::string line = std::to_string(self) + " " + std::to_string(cause) + "\n";
+  if (::write(fd, line.data(), line.size()) < 0) return;  // a full or closed pipe: nothing to add
+}
+
 // Errors start with the rank that was lost, then who noticed it.
 std::string lostHeader(int lostRank, int noticer) {
   return "rank " + std::to_string(lostRank) +
@@ -176,12 +195,15 @@ Status FailureBoard::report(const Status& local, const std::string& what) {
   Record r;
   if (first == mine || !decodeRecord(first, nranks_, r)) {
     if (local.lostRank < 0) return local;
+    tellLauncher(rank_, local.lostRank);
     return {local.code, lostHeader(local.lostRank, rank_) + local.message, local.lostRank};
   }
   const std::string here = "rank " + std::to_string(rank_) + ": " + what;
   if (r.lostRank >= 0) {
+    tellLauncher(rank_, r.lostRank);
     return {r.code, lostHeader(r.lostRank, r.rank) + here + " stopped: " + r.message, r.lostRank};
   }
+  tellLauncher(rank_, r.rank);
   return {r.code,
           here + " failed because rank " + std::to_string(r.rank) + " failed first: " + r.message};
 }

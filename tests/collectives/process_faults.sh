@@ -18,6 +18,14 @@ failing-rank)
   ranks_printed "0 2 3" "walkthrough: [a-z ]+: rank 1 is gone .*all_reduce #1 .*(send to |receive from )?rank 1 failed over ${GYRE_TRANSPORT:-shm}" \
     "did not report an error naming rank 1 first, then the operation"
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
+  # Ranks that both end before gyre-run looks are told apart by the cause a failing rank
+  # reports (GYRE_RUN_CAUSE_FD), not by their order: here rank 0 names rank 1 and exits at
+  # once, and rank 1 exits after it.
+  timeout 60 "$run" -n 2 --grace-ms 2000 bash -c 'if [ "$GYRE_RANK" = 0 ]; then
+    echo "0 1" >&"$GYRE_RUN_CAUSE_FD"; exit 2; fi; sleep 0.1; exit 3' >"$out" 2>&1
+  rc=$?
+  [ "$rc" -eq 3 ] || fail "rank 0 named rank 1 as its cause: gyre-run exited $rc, expected 3"
+  grep -q 'gyre-run: rank 1 failed (exit code 3)' "$out" || fail "gyre-run did not name rank 1, the cause"
   # With several channels the call opens its channels' connections first (hosts with cores to
   # spare): to a peer already gone they fail as fast, naming it and the call.
   GYRE_CHANNELS=4 GYRE_TIMEOUT=60 timeout 120 "$run" -n 4 --grace-ms 5000 "$walk" --fail-rank 1 \

@@ -38,6 +38,7 @@ struct Child {
   bool exited = false;
   int status = 0;
   bool endedBeforeFailure = false;  // exited 0 while no rank had failed yet
+  int cause = -1;  // the rank it reported as the cause of its failure (GYRE_RUN_CAUSE_FD)
 };
 
 void writeAll(int fd, const std::string& text) {
@@ -81,7 +82,7 @@ int exitCodeOf(int status) {
 }
 
 pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask,
-            const std::vector<int>& cpus) {
+            const std::vector<int>& cpus, int causeFd) {
   cpu_set_t cpuSet;
   CPU_ZERO(&cpuSet);
   for (int c : cpus) CPU_SET(c, &cpuSet);
@@ -114,6 +115,7 @@ pid_t spawn(const LaunchOptions& o, Child& child, sigset_t originalMask,
     put("GYRE_RENDEZVOUS", o.rendezvous);
     put("GYRE_JOB_ID", o.jobId);
     put("GYRE_SECRET", o.secret);
+    if (causeFd >= 0) put("GYRE_RUN_CAUSE_FD", std::to_string(causeFd));
     // torch.distributed's env:// names too, so torch programs run under gyre-run as under
     // torchrun. MASTER_ADDR/PORT: kept when set; on one machine a free port of gyre-run's.
     put("RANK", std::to_string(rank));
@@ -185,6 +187,14 @@ int launch(const LaunchOptions& o) {
     return 1;
   }
 
+  // Ranks write "RANK CAUSE" lines here when they fail because another rank did
+  // (runtime/core/failure_board.cc): two ranks that end before this loop looks are otherwise
+  // told apart by nothing. Only the write end reaches the ranks; both ends never block.
+  int causePipe[2] = {-1, -1};
+  if (pipe2(causePipe, O_CLOEXEC | O_NONBLOCK) != 0 || fcntl(causePipe[1], F_SETFD, 0) != 0) {
+    std::perror("gyre-run: pipe");
+    return 1;
+  }
   const auto bound = rankCpus(o.bind, o.localRanks, allowedCpus());
   std::vector<Child> children(o.localRanks);
   for (int i = 0; i < o.localRanks; ++i) {
@@ -194,10 +204,27 @@ int launch(const LaunchOptions& o) {
       children[i].prefix += std::to_string(children[i].rank);
       children[i].prefix += "] ";
     }
-    if (spawn(o, children[i], original, bound.empty() ? std::vector<int>{} : bound[i]) < 0) {
+    if (spawn(o, children[i], original, bound.empty() ? std::vector<int>{} : bound[i],
+              causePipe[1]) < 0) {
       return 1;
     }
   }
+  close(causePipe[1]);
+  std::string causeLines;
+  auto readCauses = [&] {
+    char buf[512];
+    for (ssize_t n; (n = read(causePipe[0], buf, sizeof buf)) > 0;)
+      causeLines.append(buf, size_t(n));
+    for (size_t nl; (nl = causeLines.find('\n')) != std::string::npos;
+         causeLines.erase(0, nl + 1)) {
+      int rank = -1, cause = -1;
+      if (std::sscanf(causeLines.c_str(), "%d %d", &rank, &cause) != 2) continue;
+      const int index = rank - o.nodeRank * o.localRanks;
+      if (index >= 0 && index < o.localRanks && children[index].cause < 0) {
+        children[index].cause = cause;  // the first failure a rank reports is its cause
+      }
+    }
+  };
 
   int firstFailure = -1;  // index into children
   // A rank that exited with an error, waiting up to kCauseWindow for a rank killed by a signal
@@ -219,6 +246,16 @@ int launch(const LaunchOptions& o) {
   };
 
   auto decide = [&](int index) {
+    // A rank that reported another as the cause of its failure defers to it, where that rank
+    // failed too (a rank that ended with 0 is named as having ended early, below).
+    readCauses();
+    for (size_t hops = 0; hops < children.size(); ++hops) {
+      const int cause = children[index].cause - o.nodeRank * o.localRanks;
+      if (cause < 0 || cause >= o.localRanks || cause == index) break;
+      const Child& c = children[cause];
+      if (!c.exited || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) break;
+      index = cause;
+    }
     pendingUntil = Clock::time_point::max();
     firstFailure = index;
     const Child& c = children[index];
@@ -323,6 +360,7 @@ int launch(const LaunchOptions& o) {
   }
   if (firstFailure < 0 && pendingFailure >= 0) decide(pendingFailure);  // every rank ended
   close(sigfd);
+  close(causePipe[0]);
   if (firstFailure >= 0) {
     // A rank that leaves while the others still need it fails them without failing: it
     // comes first.
