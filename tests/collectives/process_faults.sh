@@ -20,9 +20,10 @@ failing-rank)
   [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s: errors must come well inside the 60 s timeout"
   # Ranks that both end before gyre-run looks are told apart by the cause a failing rank
   # reports (GYRE_RUN_CAUSE_FD), not by their order: here rank 0 names rank 1 and exits at
-  # once, and rank 1 exits after it.
+  # once, and rank 1 exits 0.3 s after it, past the 0.2 s gyre-run waits for a rank killed by
+  # a signal, within the 1 s it waits for a cause named.
   timeout 60 "$run" -n 2 --grace-ms 2000 bash -c 'if [ "$GYRE_RANK" = 0 ]; then
-    echo "0 1" >&"$GYRE_RUN_CAUSE_FD"; exit 2; fi; sleep 0.1; exit 3' >"$out" 2>&1
+    echo "0 1" >&"$GYRE_RUN_CAUSE_FD"; exit 2; fi; sleep 0.3; exit 3' >"$out" 2>&1
   rc=$?
   [ "$rc" -eq 3 ] || fail "rank 0 named rank 1 as its cause: gyre-run exited $rc, expected 3"
   grep -q 'gyre-run: rank 1 failed (exit code 3)' "$out" || fail "gyre-run did not name rank 1, the cause"

@@ -27,6 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // How long a rank's failure by exit code waits for a rank killed by a signal (launcher loop).
 constexpr auto kCauseWindow = std::chrono::milliseconds(200);
+// How much longer it waits where that rank named another, still running, as its cause.
+constexpr auto kNamedCauseWait = std::chrono::milliseconds(1000);
 
 struct Child {
   int rank = 0;
@@ -231,6 +233,7 @@ int launch(const LaunchOptions& o) {
   // to show: a survivor can see its peer gone (a failed read of its memory) before the killed
   // process can be reaped.
   int pendingFailure = -1;
+  bool waitedForCause = false;  // the wait for a cause it named, once (kNamedCauseWait)
   Clock::time_point pendingUntil = Clock::time_point::max();
   int result = 0;
   Clock::time_point termAt = Clock::time_point::max(), killAt = Clock::time_point::max();
@@ -352,6 +355,15 @@ int launch(const LaunchOptions& o) {
         pendingUntil = Clock::now() + kCauseWindow;
       }
       failedNow = -1;
+    }
+    if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil &&
+        !waitedForCause) {
+      readCauses();
+      const int cause = children[pendingFailure].cause - o.nodeRank * o.localRanks;
+      if (cause >= 0 && cause < o.localRanks && !children[cause].exited) {
+        pendingUntil = Clock::now() + kNamedCauseWait;
+      }
+      waitedForCause = true;
     }
     if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil) {
       failedNow = pendingFailure;
