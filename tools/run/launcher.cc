@@ -356,17 +356,16 @@ int launch(const LaunchOptions& o) {
       }
       failedNow = -1;
     }
-    if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil &&
-        !waitedForCause) {
+    if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil) {
+      // The window ended: a cause the pending rank named that still runs gets one longer wait.
       readCauses();
       const int cause = children[pendingFailure].cause - o.nodeRank * o.localRanks;
-      if (cause >= 0 && cause < o.localRanks && !children[cause].exited) {
+      if (!waitedForCause && cause >= 0 && cause < o.localRanks && !children[cause].exited) {
         pendingUntil = Clock::now() + kNamedCauseWait;
+      } else {
+        failedNow = pendingFailure;
       }
       waitedForCause = true;
-    }
-    if (failedNow < 0 && pendingFailure >= 0 && firstFailure < 0 && Clock::now() >= pendingUntil) {
-      failedNow = pendingFailure;
     }
     if (failedNow >= 0 && firstFailure < 0) decide(failedNow);
   }
